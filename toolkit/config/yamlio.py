@@ -1,0 +1,89 @@
+"""Safe YAML loading with errors that point at the line.
+
+Only plain YAML is accepted (``yaml.SafeLoader``: no ``!!python/object`` tags); oversized or
+absurdly nested documents are refused before they can exhaust memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from toolkit.errors import PctkError
+
+MAX_BYTES = 5 * 1024 * 1024
+MAX_DEPTH = 64
+
+
+def _depth(node: yaml.Node, limit: int) -> int:
+    stack: list[tuple[yaml.Node, int]] = [(node, 1)]
+    deepest = 0
+    while stack:
+        cur, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > limit:
+            return deepest
+        if isinstance(cur, yaml.MappingNode):
+            for k, v in cur.value:
+                stack.append((k, d + 1))
+                stack.append((v, d + 1))
+        elif isinstance(cur, yaml.SequenceNode):
+            stack.extend((v, d + 1) for v in cur.value)
+    return deepest
+
+
+def read_text(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise PctkError(f"{p}: no such file", "check the path") from None
+    except OSError as exc:
+        raise PctkError(f"{p}: cannot read ({exc.strerror})") from None
+    if p.is_dir():
+        raise PctkError(f"{p}: is a folder, not a YAML file")
+    if size > MAX_BYTES:
+        raise PctkError(
+            f"{p}: {size} bytes is larger than the {MAX_BYTES} bytes a cluster config may be",
+            "pass the ParallelCluster YAML itself",
+        )
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PctkError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_yaml_text(text: str, name: str = "<string>") -> Any:
+    """Parse YAML safely; raise PctkError naming ``name:line:column`` on any problem."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        raise PctkError(
+            f"{where}: YAML syntax error: {exc.problem or exc.context}",
+            "fix the YAML at that line (indentation, quotes, a missing ':')",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise PctkError(f"{name}: YAML error: {exc}") from None
+    if node is None:
+        return None
+    if _depth(node, MAX_DEPTH) > MAX_DEPTH:
+        raise PctkError(f"{name}: YAML nested deeper than {MAX_DEPTH} levels; refused")
+    try:
+        return yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        raise PctkError(
+            f"{where}: unsupported YAML tag ({exc.problem})",
+            "ParallelCluster configs are plain YAML; remove the tag",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise PctkError(f"{name}: YAML error: {exc}") from None
+
+
+def load_yaml(path: str | Path) -> Any:
+    return load_yaml_text(read_text(path), str(path))

@@ -1,0 +1,30 @@
+"""One error type for everything a user can get wrong, with the fix beside the fault.
+
+The CLI turns a :class:`PctkError` into one line on stderr and exit code ``2`` (unusable
+input or environment); nothing else is allowed to reach the user as a traceback.
+"""
+
+from __future__ import annotations
+
+
+class PctkError(Exception):
+    """A problem the user can fix: bad input, missing binary, unreachable daemon."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None, *, log: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.log = log
+
+    def one_line(self) -> str:
+        parts = [self.message.rstrip(".")]
+        if self.hint:
+            parts.append(f"fix: {self.hint.rstrip('.')}")
+        if self.log:
+            parts.append(f"log: {self.log}")
+        return "; ".join(parts)
+
+    def __str__(self) -> str:
+        return self.one_line()

@@ -1,0 +1,1 @@
+"""The local twin: a real Slurm cluster on this machine, shaped like a ParallelCluster."""
