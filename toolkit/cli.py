@@ -12,6 +12,7 @@ import sys
 import typer
 
 from toolkit import __version__
+from toolkit.bench.cli import app as bench_app
 from toolkit.errors import PctkError
 from toolkit.local.cli import app as local_app
 
@@ -28,6 +29,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(local_app, name="local")
+app.add_typer(bench_app, name="bench")
 
 
 def _version(value: bool) -> None:

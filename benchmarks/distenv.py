@@ -1,0 +1,112 @@
+"""torch.distributed environment from Slurm (or torchrun) variables. Node-side, stdlib only.
+
+Inside ``srun`` every task knows its place from ``SLURM_PROCID``/``SLURM_NTASKS``/
+``SLURM_LOCALID``; the rendezvous address is the first host of the job's node list, which
+we expand here without calling ``scontrol`` so it also works in lean containers. Values
+already exported (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ...; torchrun sets them) win.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        parts.append("".join(cur))
+    return [p for p in parts if p]
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Expand a Slurm host list: ``gpu-st-p5-[1-3,7],cpu-dy-c5-1`` -> five names, in order."""
+    hosts: list[str] = []
+    for part in _split_top(expr.strip()):
+        m = re.match(r"^([^\[]*)\[([^\]]+)\](.*)$", part)
+        if not m:
+            hosts.append(part)
+            continue
+        prefix, body, suffix = m.groups()
+        for item in body.split(","):
+            r = _RANGE.match(item)
+            if not r:
+                raise ValueError(f"bad host range {item!r} in {expr!r}")
+            lo, hi = r.group(1), r.group(2) or r.group(1)
+            width = len(lo) if lo.startswith("0") else 0
+            for i in range(int(lo), int(hi) + 1):
+                expanded = f"{prefix}{str(i).zfill(width)}"
+                # a suffix may itself hold a range: recurse
+                hosts.extend(expand_hostlist(expanded + suffix) if "[" in suffix
+                             else [expanded + suffix])
+    return hosts
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    master_addr: str
+    master_port: int
+
+    def export(self) -> None:
+        """Set the variables ``torch.distributed.init_process_group('env://')`` reads."""
+        os.environ.update(
+            RANK=str(self.rank),
+            WORLD_SIZE=str(self.world_size),
+            LOCAL_RANK=str(self.local_rank),
+            LOCAL_WORLD_SIZE=str(self.local_world_size),
+            GROUP_RANK=str(self.node_rank),
+            MASTER_ADDR=self.master_addr,
+            MASTER_PORT=str(self.master_port),
+        )
+
+
+def _int_env(*names: str, default: int) -> int:
+    for n in names:
+        v = os.environ.get(n)
+        if v is not None and v.strip().lstrip("-").isdigit():
+            return int(v)
+    return default
+
+
+def default_master_port() -> int:
+    """A port derived from the job and step ids, so concurrent jobs on a node do not clash."""
+    job = _int_env("SLURM_JOB_ID", default=0)
+    step = _int_env("SLURM_STEP_ID", default=0)
+    return 20000 + (job * 7 + step) % 20000
+
+
+def detect() -> DistEnv:
+    """Read rank/world from torchrun's variables, else Slurm's, else a single process."""
+    rank = _int_env("RANK", "SLURM_PROCID", default=0)
+    world = _int_env("WORLD_SIZE", "SLURM_NTASKS", default=1)
+    local_rank = _int_env("LOCAL_RANK", "SLURM_LOCALID", default=0)
+    num_nodes = _int_env("SLURM_JOB_NUM_NODES", "SLURM_NNODES", default=1)
+    local_world = _int_env("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE",
+                           default=max(1, world // max(1, num_nodes)))
+    node_rank = _int_env("GROUP_RANK", "SLURM_NODEID", default=0)
+    addr = os.environ.get("MASTER_ADDR")
+    if not addr:
+        nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+        addr = expand_hostlist(nodelist)[0] if nodelist else "127.0.0.1"
+    port = _int_env("MASTER_PORT", default=default_master_port())
+    return DistEnv(rank, world, local_rank, local_world, node_rank, num_nodes, addr, port)

@@ -1,0 +1,1 @@
+"""Driver side of the benchmarks: launch, parse, judge, report."""
