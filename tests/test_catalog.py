@@ -1,0 +1,143 @@
+"""The instance catalog: every figure sourced, samples match the reference, helpful errors."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from toolkit import catalog
+from toolkit.errors import PctkError
+
+REFERENCE = Path("/work/shared/reference/instance_facts.md")
+
+REQUIRED_TYPES = [
+    "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6-b200.48xlarge", "g5.48xlarge", "g6e.48xlarge", "trn1.32xlarge", "trn1n.32xlarge",
+    "trn2.48xlarge", "m5.8xlarge", "c5.4xlarge",
+]
+FIGURES = ["vcpus", "memory_gib", "efa_supported", "efa_interfaces", "network_gbps",
+           "interconnect", "price_usd_per_hour"]
+ACCELERATOR_FIGURES = ["count", "memory_gib", "peak_bf16_tflops"]
+
+
+def test_required_types_present() -> None:
+    names = {i.name for i in catalog.all_instances()}
+    assert set(REQUIRED_TYPES) <= names
+
+
+@pytest.mark.parametrize("inst", catalog.all_instances(), ids=lambda i: i.name)
+def test_every_figure_has_a_known_source(inst: catalog.InstanceType) -> None:
+    known = catalog.sources()
+    needed = [f for f in FIGURES if getattr(inst, f) not in (None, 0, False)]
+    if inst.accelerator is not None:
+        needed += [f"accelerator.{f}" for f in ACCELERATOR_FIGURES]
+    for figure in needed:
+        keys = inst.sources.get(figure)
+        assert keys, f"{inst.name}.{figure} has no source"
+        assert all(k in known for k in keys), f"{inst.name}.{figure}: {keys} not in sources()"
+    for figure in inst.unconfirmed:
+        assert figure in inst.sources or figure.split(".")[-1] in {f.name for f in fields(inst)}
+
+
+def test_missing_prices_are_marked_unconfirmed() -> None:
+    for inst in catalog.all_instances():
+        if inst.price_usd_per_hour is None:
+            assert "price_usd_per_hour" in inst.unconfirmed, inst.name
+        else:
+            assert inst.price_region == "us-east-1" and inst.price_date == "2026-07-20"
+
+
+def test_sources_have_urls_or_citations() -> None:
+    srcs = catalog.sources()
+    assert {"S1", "S4a", "S8a", "S10a", "S17"} <= set(srcs)
+    assert srcs["S2"].endswith("https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html")
+
+
+@pytest.mark.parametrize(
+    ("name", "vcpus", "mem", "model", "count", "acc_mem", "peak", "efa", "gbps", "price"),
+    [
+        ("p4d.24xlarge", 96, 1152, "A100-40GB", 8, 40, 312, 4, 400, 21.957642),
+        ("p5.48xlarge", 192, 2048, "H100", 8, 80, 989, 32, 3200, 55.04),
+        ("p5en.48xlarge", 192, 2048, "H200", 8, 141, 989, 16, 3200, 63.296),
+        ("p6-b200.48xlarge", 192, 2048, "B200", 8, 180, 2250, 8, 3200, 113.9328),
+        ("g6e.48xlarge", 192, 1536, "L40S", 8, 48, 362.05, 4, 400, 30.13118),
+        ("trn1n.32xlarge", 128, 512, "Trainium", 16, 32, 190, 16, 1600, 24.78),
+        ("trn2.48xlarge", 192, 2048, "Trainium2", 16, 96, 667, 16, 3200, None),
+    ],
+)
+def test_sample_values_match_reference(
+    name: str, vcpus: int, mem: float, model: str, count: int, acc_mem: float, peak: float,
+    efa: int, gbps: float, price: float | None,
+) -> None:
+    inst = catalog.get(name)
+    assert (inst.vcpus, inst.memory_gib) == (vcpus, mem)
+    assert inst.accelerator is not None
+    acc = inst.accelerator
+    got = (acc.model, acc.count, acc.memory_gib, acc.peak_bf16_tflops)
+    assert got == (model, count, acc_mem, peak)
+    assert (inst.efa_interfaces, inst.network_gbps, inst.price_usd_per_hour) == (efa, gbps, price)
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="reference notes not on this machine")
+def test_prices_match_reference_table() -> None:
+    """Every bold price in section 4 of instance_facts.md equals the catalog's."""
+    text = REFERENCE.read_text()
+    section = text.split("## 4.")[1].split("## 5.")[0]
+    seen = 0
+    for m in re.finditer(r"^\| ([a-z0-9.-]+) \| \*\*([0-9.]+)\*\*", section, re.MULTILINE):
+        inst = catalog.find(m.group(1))
+        if inst is None:
+            continue
+        assert inst.price_usd_per_hour == float(m.group(2)), m.group(1)
+        seen += 1
+    assert seen >= 10
+
+
+def test_gres_types_and_kinds() -> None:
+    assert catalog.get("p4de.24xlarge").accelerator.gres_type == "a100"  # type: ignore[union-attr]
+    assert catalog.get("trn2.48xlarge").accelerator.kind == "neuron"  # type: ignore[union-attr]
+    assert catalog.get("trn2.48xlarge").gpus == 0
+    assert catalog.get("g5.48xlarge").gpus == 8
+    assert catalog.get("c5.4xlarge").accelerator is None
+    assert "accelerator.peak_bf16_tflops" in catalog.get("g5.48xlarge").unconfirmed
+
+
+def test_get_unknown_type_suggests_close_matches() -> None:
+    with pytest.raises(PctkError) as err:
+        catalog.get("p5.48xlarg")
+    assert "not in the pctk catalog" in err.value.message
+    assert err.value.hint is not None and "p5.48xlarge" in err.value.hint
+
+
+def test_get_unrelated_name_lists_known_types() -> None:
+    with pytest.raises(PctkError) as err:
+        catalog.get("zzz")
+    assert err.value.hint is not None and "c5.4xlarge" in err.value.hint
+
+
+def test_find_is_case_insensitive_and_none_for_unknown() -> None:
+    assert catalog.find("P5.48XLARGE") is catalog.get("p5.48xlarge")
+    assert catalog.find("x9.huge") is None
+
+
+def test_expected_busbw() -> None:
+    two = catalog.expected_busbw("p5.48xlarge", 2)
+    assert two is not None and two.gbps == 487.1 and two.size_bytes == 16 * 2**30
+    assert two.source in catalog.sources()
+    at_2g = catalog.expected_busbw("p5.48xlarge", 2, size_bytes=3 * 2**30)
+    assert at_2g is not None and at_2g.gbps == 443.7
+    assert catalog.expected_busbw("p5.48xlarge", 2, size_bytes=2**20) is None
+    assert catalog.expected_busbw("p5.48xlarge", 3) is None
+    assert catalog.expected_busbw("p5.48xlarge", 2, "all_gather") is None
+    one = catalog.expected_busbw("p4d.24xlarge", 1)
+    assert one is not None and one.gbps == 230.8
+
+
+def test_every_expectation_is_sourced() -> None:
+    for e in catalog.expectations():
+        assert e.source in catalog.sources()
+        assert catalog.find(e.instance_type) is not None
+        assert e.gbps > 0 and e.nodes >= 1
