@@ -1,0 +1,231 @@
+"""Turn a ParallelCluster config into the shape of the local twin: nodes, partitions, ports.
+
+The twin keeps ParallelCluster's names (each queue a partition, nodes ``<q>-st-<cr>-<i>`` and
+``<q>-dy-<cr>-<i>``) and the instances' real GPU counts as GRES, but scales CPUs and memory
+down to what this machine has.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.config.model import ClusterTopology
+from toolkit.errors import PctkError
+
+DEFAULT_NODES_PER_RESOURCE = 4
+MAX_TWIN_NODES = 64
+
+
+@dataclass(frozen=True)
+class TwinNode:
+    name: str
+    partition: str
+    instance_type: str
+    compute_resource: str
+    static: bool
+    cpus: int
+    real_memory_mib: int
+    gres: str | None  # "gpu:h100:8"
+    gpu_count: int
+    features: tuple[str, ...]
+    port: int
+
+
+@dataclass(frozen=True)
+class Ports:
+    slurmctld: int
+    slurmdbd: int
+    mysql: int
+    slurmd_base: int
+
+    def all(self, n_nodes: int) -> list[int]:
+        return [self.slurmctld, self.slurmdbd, self.mysql] + [
+            self.slurmd_base + i for i in range(n_nodes)
+        ]
+
+
+@dataclass(frozen=True)
+class TwinPlan:
+    cluster_name: str
+    config_path: str
+    hostname: str
+    state_dir: Path
+    nodes: tuple[TwinNode, ...]
+    partitions: tuple[tuple[str, tuple[str, ...]], ...]  # (name, node names) in config order
+    ports: Ports
+    accounting: bool
+    user: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def etc(self) -> Path:
+        return self.state_dir / "etc"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.state_dir / "munge" / "munge.socket.2"
+
+    @property
+    def mysql_socket(self) -> Path:
+        return self.state_dir / "mysql" / "mysqld.sock"
+
+    def node_dir(self, node: str) -> Path:
+        return self.state_dir / "nodes" / node
+
+    def gpu_files(self, node: TwinNode) -> list[Path]:
+        return [self.node_dir(node.name) / "dev" / f"nvidia{i}" for i in range(node.gpu_count)]
+
+
+def host_resources() -> tuple[int, int]:
+    """(cores, memory in MiB) of this machine."""
+    cores = os.cpu_count() or 1
+    mem_mib = 1024
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_mib = int(line.split()[1]) // 1024
+                break
+    except OSError:
+        pass
+    return cores, mem_mib
+
+
+def slurm_cluster_name(name: str) -> str:
+    """Slurm wants lowercase cluster names without odd characters (they name DB tables)."""
+    clean = re.sub(r"[^a-z0-9_]", "_", name.lower()).strip("_") or "twin"
+    if clean[0].isdigit():
+        clean = f"c_{clean}"
+    return clean[:40]
+
+
+def build_plan(
+    topo: ClusterTopology,
+    state_dir: Path,
+    ports: Ports,
+    *,
+    nodes_per_resource: int | None = None,
+    accounting: bool = True,
+    hostname: str | None = None,
+    host: tuple[int, int] | None = None,
+    user: str | None = None,
+) -> TwinPlan:
+    from toolkit import catalog
+
+    cap = DEFAULT_NODES_PER_RESOURCE if nodes_per_resource is None else nodes_per_resource
+    if cap < 1:
+        raise PctkError(f"--nodes must be at least 1 (got {cap})")
+    cores, mem_mib = host or host_resources()
+    specs: list[tuple[str, str, str, str, bool, int, str | None, int, tuple[str, ...]]] = []
+    partitions: list[tuple[str, tuple[str, ...]]] = []
+    notes: list[str] = []
+    for q in topo.queues:
+        members: list[str] = []
+        for cr in q.compute_resources:
+            inst = catalog.find(cr.instance_type)
+            acc = inst.accelerator if inst else None
+            gpus = acc.count if acc and acc.kind == "gpu" else 0
+            vcpus = inst.vcpus if inst else cores
+            if cr.disable_hyperthreading:
+                vcpus = max(1, vcpus // 2)
+            # one task per GPU must fit, even though the twin's cores are shared
+            cpus = max(gpus, min(vcpus, cores))
+            gres = f"gpu:{acc.gres_type}:{gpus}" if acc and gpus else None
+            features = ["static", cr.instance_type, cr.name]
+            if cr.efa:
+                features.append("efa")
+            if gpus:
+                features.append("gpu")
+            names = cr.node_names(q.name, limit=cap)
+            if cr.max_count > cap:
+                notes.append(
+                    f"{q.name}/{cr.name}: {len(names)} of {cr.max_count} nodes (cap {cap}; "
+                    "raise with --nodes)"
+                )
+            if inst is None:
+                notes.append(f"{cr.instance_type} is not in the catalog: no GRES, host CPUs used")
+            for n in names:
+                static = "-st-" in n
+                feats = tuple(["static" if static else "dynamic", *features[1:]])
+                specs.append((n, q.name, cr.instance_type, cr.name, static, cpus, gres, gpus, feats))
+                members.append(n)
+        partitions.append((q.name, tuple(members)))
+    if len(specs) > MAX_TWIN_NODES:
+        raise PctkError(
+            f"the twin would have {len(specs)} nodes; this machine holds at most {MAX_TWIN_NODES}",
+            "lower --nodes (nodes per compute resource)",
+        )
+    mem_per_node = max(256, min(mem_mib // max(1, len(specs)), 64 * 1024))
+    nodes = tuple(
+        TwinNode(
+            name=n,
+            partition=part,
+            instance_type=itype,
+            compute_resource=crname,
+            static=static,
+            cpus=cpus,
+            real_memory_mib=mem_per_node,
+            gres=gres,
+            gpu_count=gpus,
+            features=feats,
+            port=ports.slurmd_base + i,
+        )
+        for i, (n, part, itype, crname, static, cpus, gres, gpus, feats) in enumerate(specs)
+    )
+    return TwinPlan(
+        cluster_name=slurm_cluster_name(topo.name),
+        config_path=topo.source,
+        hostname=hostname or socket.gethostname().split(".")[0],
+        state_dir=state_dir,
+        nodes=nodes,
+        partitions=tuple(partitions),
+        ports=ports,
+        accounting=accounting,
+        user=user or _current_user(),
+        notes=tuple(notes),
+    )
+
+
+def _current_user() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def port_free(port: int) -> bool:
+    for addr in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((addr, port))
+            except OSError:
+                return False
+    return True
+
+
+def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:
+    """A contiguous block of free ports: ctld, dbd, mysql, then one per slurmd."""
+    want = 3 + n_nodes
+    candidates = [prefer] if prefer else []
+    env = os.environ.get("PCTK_TWIN_PORT_BASE")
+    if env and env.isdigit():
+        candidates.insert(0, int(env))
+    candidates += list(range(26800, 60000, 200))
+    for base in candidates:
+        if base is None or base + want >= 65535:
+            continue
+        if all(port_free(base + i) for i in range(want)):
+            return Ports(base, base + 1, base + 2, base + 3)
+        if env and base == int(env):
+            raise PctkError(
+                f"ports {base}-{base + want - 1} (PCTK_TWIN_PORT_BASE) are not all free",
+                "choose another PCTK_TWIN_PORT_BASE or unset it",
+            )
+    raise PctkError(f"no block of {want} free TCP ports found between 26800 and 60000")

@@ -1,0 +1,111 @@
+"""Start and stop the twin's daemons by pid, never by name.
+
+A daemon is identified by its pid *and* its start time (field 22 of /proc/<pid>/stat), so a
+recycled pid is never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Proc:
+    name: str
+    pid: int
+    start_ticks: int
+    log: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks, "log": self.log}
+
+    @classmethod
+    def from_json(cls, d: dict[str, object]) -> Proc:
+        return cls(str(d["name"]), int(str(d["pid"])), int(str(d["start_ticks"])), str(d["log"]))
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of a pid, or None if it does not exist."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # the command name (field 2) may hold spaces or parentheses: split after the last ')'
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return rest[0], int(rest[19])
+
+
+def start_ticks(pid: int) -> int:
+    st = _stat(pid)
+    return st[1] if st else -1
+
+
+def is_running(proc: Proc) -> bool:
+    st = _stat(proc.pid)
+    if st is None or st[1] != proc.start_ticks:
+        return False
+    if st[0] in ("Z", "X"):
+        _reap(proc.pid)
+        return False
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> Proc:
+    """Start a daemon in the foreground of its own session, output to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        p = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return Proc(name, p.pid, start_ticks(p.pid), str(log))
+
+
+def stop(procs: list[Proc], timeout: float = 15.0) -> list[Proc]:
+    """SIGTERM every running proc, wait, SIGKILL the stubborn; returns those still alive."""
+    alive = [p for p in procs if is_running(p)]
+    for p in alive:
+        try:
+            os.kill(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if is_running(p)]
+    for p in alive:
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if is_running(p)]
+    return alive
+
+
+def tail(path: str | Path, lines: int = 5) -> str:
+    try:
+        text = Path(path).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:])

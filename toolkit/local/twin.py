@@ -1,0 +1,576 @@
+"""The local twin: start, inspect and stop a real Slurm cluster on this machine.
+
+``Twin(state_dir).up(config)`` renders the configuration, starts munged, MariaDB + slurmdbd
+(accounting, on by default), slurmctld and one slurmd per node, and returns when every node
+is idle and ``sacct`` answers. Every daemon runs in the foreground of its own session; its
+pid and start time go into ``twin.json`` so ``down`` stops exactly those processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.config.model import load_topology
+from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
+from toolkit.local import procs
+from toolkit.local.plan import Ports, TwinPlan, build_plan, choose_ports, port_free
+from toolkit.local.render import (
+    render_cgroup_conf,
+    render_gres_conf,
+    render_slurm_conf,
+    render_slurmdbd_conf,
+)
+from toolkit.paths import DEFAULT_PRESET, preset_path, twin_dir
+
+STATE_VERSION = 1
+HOSTS_FILE = Path(os.environ.get("PCTK_HOSTS_FILE", "/etc/hosts"))
+APT_HINT = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server (or `make deps`)"
+SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")
+ACCOUNTING_BINARIES = ("slurmdbd", "sacct", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class TwinStatus:
+    state_dir: Path
+    running: bool
+    config: str | None
+    cluster: str | None
+    daemons: list[dict[str, Any]]
+    nodes: list[dict[str, str]]
+    partitions: list[str]
+    accounting: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state_dir": str(self.state_dir),
+            "running": self.running,
+            "config": self.config,
+            "cluster": self.cluster,
+            "accounting": self.accounting,
+            "daemons": self.daemons,
+            "partitions": self.partitions,
+            "nodes": self.nodes,
+        }
+
+
+def make_placeholder_device(path: Path) -> None:
+    """A stand-in GPU device file that Slurm accepts: a character device like /dev/null.
+
+    gres.conf ``File=`` must name character devices (else no CUDA_VISIBLE_DEVICES); where
+    mknod is not allowed, a symlink to /dev/null serves the same purpose.
+    """
+    if path.is_char_device():
+        return
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        path.symlink_to("/dev/null")
+
+
+def missing_binaries(accounting: bool) -> list[str]:
+    names = SLURM_BINARIES + ("munged",) + (ACCOUNTING_BINARIES if accounting else ())
+    return [n for n in names if shutil.which(n) is None]
+
+
+def resolve_config(config: str | os.PathLike[str] | None) -> Path:
+    """A file path, or the name of a preset in cluster-configs/ (default: the p5 preset)."""
+    if config is None:
+        return preset_path(DEFAULT_PRESET)
+    p = Path(config)
+    if p.exists():
+        return p.resolve()
+    preset = preset_path(str(config))
+    if preset.exists():
+        return preset
+    from toolkit.paths import list_presets
+
+    raise PctkError(
+        f"cluster config {config!s} not found",
+        f"give a YAML file or a preset: {', '.join(list_presets())}",
+    )
+
+
+class Twin:
+    """A local Slurm cluster rooted at one state folder."""
+
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None):
+        self.state_dir = Path(state_dir) if state_dir else twin_dir()
+        self.state_dir = self.state_dir.absolute()
+        self.state_file = self.state_dir / "twin.json"
+
+    # ---------------------------------------------------------------- state
+    def _load_state(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError):
+            return None  # a torn or foreign file: treat as crashed
+        return data if isinstance(data, dict) else None
+
+    def _procs(self, state: dict[str, Any] | None) -> list[procs.Proc]:
+        if not state:
+            return []
+        try:
+            return [procs.Proc.from_json(d) for d in state.get("procs", [])]
+        except (KeyError, TypeError, ValueError):
+            return []
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.state_dir / "etc" / "slurm.conf"
+
+    def env(self) -> dict[str, str]:
+        """Variables that point Slurm's commands (and submitit) at this twin."""
+        return {"SLURM_CONF": str(self.slurm_conf), "PCTK_TWIN_DIR": str(self.state_dir)}
+
+    def _cmd_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env())
+        return env
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / ".lock", "w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PctkError(
+                    f"another pctk is starting or stopping the twin in {self.state_dir}",
+                    "wait for it to finish",
+                ) from None
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def is_running(self) -> bool:
+        ps = self._procs(self._load_state())
+        return bool(ps) and all(procs.is_running(p) for p in ps)
+
+    # ---------------------------------------------------------------- up
+    def up(
+        self,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        nodes: int | None = None,
+        accounting: bool = True,
+        progress: Progress = _quiet,
+        timeout: float = 90.0,
+    ) -> TwinStatus:
+        cfg = resolve_config(config)
+        topo = load_topology(cfg)
+        cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
+        missing = missing_binaries(accounting)
+        if missing:
+            raise PctkError(f"missing programs: {', '.join(missing)}", APT_HINT)
+        if len(str(self.state_dir / "munge" / "munge.socket.2")) > 100:
+            raise PctkError(
+                f"state folder path is too long for UNIX sockets: {self.state_dir}",
+                "use a shorter --state-dir or PCTK_TWIN_DIR",
+            )
+        with self._lock():
+            state = self._load_state()
+            old = self._procs(state)
+            if state and old and all(procs.is_running(p) for p in old):
+                same = (
+                    state.get("config_sha256") == cfg_hash
+                    and state.get("nodes_per_resource") == nodes
+                    and state.get("accounting") == accounting
+                )
+                if same:
+                    progress("already running")
+                    return self.status()
+                raise PctkError(
+                    f"the twin in {self.state_dir} is running with another config "
+                    f"({state.get('config')})",
+                    "run `pctk local down` first, or use another --state-dir",
+                )
+            if old:
+                progress("recovering from a previous run that did not stop cleanly")
+                procs.stop(old)
+                self._remove_hosts_block()
+            self._clean_runtime_files()
+            prev_ports = state.get("ports") if state else None
+            n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
+                                     nodes_per_resource=nodes, accounting=accounting).nodes)
+            ports = choose_ports(n_nodes, prefer=prev_ports.get("slurmctld") if prev_ports else None)
+            plan = build_plan(topo, self.state_dir, ports, nodes_per_resource=nodes,
+                              accounting=accounting)
+            started: list[procs.Proc] = []
+            record: dict[str, Any] = {
+                "version": STATE_VERSION,
+                "config": str(cfg),
+                "config_sha256": cfg_hash,
+                "cluster": plan.cluster_name,
+                "nodes_per_resource": nodes,
+                "accounting": accounting,
+                "ports": {"slurmctld": ports.slurmctld, "slurmdbd": ports.slurmdbd,
+                          "mysql": ports.mysql, "slurmd_base": ports.slurmd_base},
+                "nodes": [n.name for n in plan.nodes],
+                "partitions": [p for p, _ in plan.partitions],
+                "procs": [],
+                "started": time.time(),
+            }
+
+            def remember(p: procs.Proc) -> None:
+                started.append(p)
+                record["procs"] = [x.to_json() for x in started]
+                atomic_write_json(self.state_file, record)
+
+            try:
+                self._start_all(plan, remember, progress, timeout)
+            except BaseException:
+                progress("start failed: stopping what was started")
+                procs.stop(started)
+                self._remove_hosts_block()
+                record["procs"] = []
+                atomic_write_json(self.state_file, record)
+                raise
+            for note in plan.notes:
+                progress(note)
+            return self.status()
+
+    def _clean_runtime_files(self) -> None:
+        for rel in ("munge/munge.socket.2", "munge/munge.socket.2.lock", "munge/munged.pid",
+                    "mysql/mysqld.sock", "mysql/mysqld.pid", "ctld/slurmctld.pid",
+                    "dbd/slurmdbd.pid"):
+            (self.state_dir / rel).unlink(missing_ok=True)
+        nodes = self.state_dir / "nodes"
+        if nodes.is_dir():
+            for pid in nodes.glob("*/slurmd.pid"):
+                pid.unlink(missing_ok=True)
+
+    def _write_files(self, plan: TwinPlan, db_password: str | None) -> None:
+        s = self.state_dir
+        for sub in ("etc", "munge", "ctld/state", "dbd", "mysql", "nodes", "log"):
+            (s / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(s / "munge", 0o711)
+        atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
+        atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
+        atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
+        if db_password is not None:
+            atomic_write_text(plan.etc / "slurmdbd.conf",
+                              render_slurmdbd_conf(plan, db_password), 0o600)
+        for n in plan.nodes:
+            nd = plan.node_dir(n.name)
+            (nd / "spool").mkdir(parents=True, exist_ok=True)
+            if n.gpu_count:
+                (nd / "dev").mkdir(exist_ok=True)
+                for f in plan.gpu_files(n):
+                    make_placeholder_device(f)
+        key = s / "munge" / "munge.key"
+        if not key.exists():
+            atomic_write_bytes(key, secrets.token_bytes(1024), 0o400)
+
+    def _daemon_env(self) -> dict[str, str]:
+        env = self._cmd_env()
+        env["PCTK_TWIN_DAEMON"] = "1"
+        return env
+
+    def _start_all(self, plan: TwinPlan, remember: Callable[[procs.Proc], None],
+                   progress: Progress, timeout: float) -> None:
+        s = self.state_dir
+        db_password = self._db_password() if plan.accounting else None
+        self._write_files(plan, db_password)
+        env = self._daemon_env()
+        for port in plan.ports.all(len(plan.nodes)):
+            if not port_free(port):
+                raise PctkError(f"TCP port {port} is in use", "stop what uses it or set "
+                                "PCTK_TWIN_PORT_BASE to a free range")
+        progress("starting munged")
+        munge_log = s / "munge" / "munged.log"
+        p = procs.spawn("munged", [
+            "munged", "--foreground", "--force",
+            f"--socket={plan.munge_socket}", f"--key-file={s}/munge/munge.key",
+            f"--pid-file={s}/munge/munged.pid", f"--log-file={munge_log}",
+            f"--seed-file={s}/munge/munged.seed", "--num-threads=4",
+        ], s / "log" / "munged.out", env, s)
+        remember(p)
+        self._wait(lambda: plan.munge_socket.exists(), "munged", p, 10, str(munge_log))
+
+        if plan.accounting:
+            assert db_password is not None
+            self._start_accounting(plan, db_password, env, remember, progress, timeout)
+
+        progress("starting slurmctld")
+        ctld_log = s / "ctld" / "slurmctld.log"
+        p = procs.spawn("slurmctld", ["slurmctld", "-D", "-f", str(plan.slurm_conf)],
+                        s / "log" / "slurmctld.out", env, s)
+        remember(p)
+        self._wait(lambda: self._run(["scontrol", "ping"]).stdout.find("UP") >= 0,
+                   "slurmctld", p, timeout, str(ctld_log))
+
+        progress(f"starting {len(plan.nodes)} slurmd")
+        slurmds = []
+        for n in plan.nodes:
+            p = procs.spawn(f"slurmd:{n.name}",
+                            ["slurmd", "-D", "-N", n.name, "-f", str(plan.slurm_conf)],
+                            s / "log" / f"slurmd-{n.name}.out", env, s)
+            remember(p)
+            slurmds.append((n, p))
+        self._add_hosts_block(plan)
+
+        progress("waiting for nodes to be idle")
+        deadline = time.monotonic() + timeout
+        while True:
+            states = self._node_states()
+            bad = [name for name, st in states.items() if st not in ("idle", "mixed", "allocated")]
+            if states and not bad and len(states) == len(plan.nodes):
+                break
+            for n, p in slurmds:
+                if not procs.is_running(p):
+                    log = plan.node_dir(n.name) / "slurmd.log"
+                    raise PctkError(
+                        f"slurmd for {n.name} exited: {procs.tail(log, 2) or procs.tail(p.log, 2)}",
+                        "read the log", log=str(log))
+            if time.monotonic() > deadline:
+                raise PctkError(
+                    f"nodes not idle after {timeout:.0f}s: "
+                    + ", ".join(f"{k}={states.get(k)}" for k in bad[:5]),
+                    "read the slurmctld log", log=str(ctld_log))
+            # a node left DOWN/DRAIN by a previous run of this state dir
+            for name in bad:
+                if states.get(name, "").startswith(("down", "drain")) and name in {
+                        n.name for n, _ in slurmds}:
+                    self._run(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
+            time.sleep(0.25)
+
+        if plan.accounting:
+            progress("waiting for sacct")
+            self._wait(lambda: self._run(["sacct", "-n", "-X", "-o", "JobID"]).returncode == 0,
+                       "sacct", None, timeout, str(s / "dbd" / "slurmdbd.log"))
+
+    def _db_password(self) -> str:
+        pw_file = self.state_dir / "mysql" / "slurm.password"
+        if pw_file.exists():
+            return pw_file.read_text().strip()
+        pw = secrets.token_hex(16)
+        atomic_write_text(pw_file, pw + "\n", 0o600)
+        return pw
+
+    def _start_accounting(self, plan: TwinPlan, db_password: str, env: dict[str, str],
+                          remember: Callable[[procs.Proc], None], progress: Progress,
+                          timeout: float) -> None:
+        s = self.state_dir
+        datadir = s / "mysql" / "data"
+        mysql_log = s / "mysql" / "mysqld.log"
+        if not (datadir / "mysql").is_dir():
+            progress("initialising MariaDB data folder")
+            shutil.rmtree(datadir, ignore_errors=True)
+            r = subprocess.run(
+                ["mariadb-install-db", "--no-defaults", f"--datadir={datadir}",
+                 f"--user={plan.user}", "--auth-root-authentication-method=normal",
+                 "--skip-test-db"],
+                capture_output=True, text=True, env=env, cwd=s)
+            if r.returncode != 0:
+                raise PctkError("mariadb-install-db failed: "
+                                + (r.stderr.strip().splitlines() or ["?"])[-1],
+                                "check that mariadb-server is installed", log=str(mysql_log))
+        progress("starting MariaDB")
+        p = procs.spawn("mariadbd", [
+            "mariadbd", "--no-defaults", f"--datadir={datadir}",
+            f"--socket={plan.mysql_socket}", f"--port={plan.ports.mysql}",
+            "--bind-address=127.0.0.1", f"--user={plan.user}",
+            f"--pid-file={s}/mysql/mysqld.pid", f"--log-error={mysql_log}",
+            "--skip-name-resolve", "--skip-log-bin", "--performance-schema=OFF",
+            "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
+            "--max-connections=64",
+            "--innodb-flush-log-at-trx-commit=2",
+        ], s / "log" / "mariadbd.out", env, s)
+        remember(p)
+        sql = (
+            "CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
+            f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{db_password}'; "
+            f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{db_password}'; "
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
+        )
+        mysql = ["mariadb", "--no-defaults", f"--socket={plan.mysql_socket}", "-u", "root",
+                 "-e", sql]
+        self._wait(lambda: subprocess.run(mysql, capture_output=True, env=env).returncode == 0,
+                   "mariadbd", p, timeout, str(mysql_log))
+        progress("starting slurmdbd")
+        dbd_log = s / "dbd" / "slurmdbd.log"
+        p = procs.spawn("slurmdbd", ["slurmdbd", "-D"], s / "log" / "slurmdbd.out", env, s)
+        remember(p)
+
+        def cluster_registered() -> bool:
+            r = self._run(["sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster"])
+            if r.returncode != 0:
+                return False
+            if plan.cluster_name in r.stdout.split():
+                return True
+            self._run(["sacctmgr", "-i", "add", "cluster", plan.cluster_name])
+            return False
+
+        self._wait(cluster_registered, "slurmdbd", p, timeout, str(dbd_log))
+
+    def _wait(self, ready: Callable[[], bool], what: str, proc: procs.Proc | None,
+              timeout: float, log: str) -> None:
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while not ready():
+            if proc is not None and not procs.is_running(proc):
+                detail = procs.tail(log, 2) or procs.tail(proc.log, 2)
+                raise PctkError(f"{what} exited during start-up: {detail}",
+                                "read the log", log=log)
+            if time.monotonic() > deadline:
+                raise PctkError(f"{what} not ready after {timeout:.0f}s", "read the log", log=log)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def _run(self, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, env=self._cmd_env(),
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 124, "", "timed out")
+        except FileNotFoundError:
+            return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found")
+
+    def _node_states(self) -> dict[str, str]:
+        r = self._run(["sinfo", "-h", "-N", "-o", "%N %T"])
+        out: dict[str, str] = {}
+        if r.returncode == 0:
+            for line in r.stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    out[parts[0]] = parts[1].lower()
+        return out
+
+    # ---------------------------------------------------------------- hosts
+    def _hosts_markers(self) -> tuple[str, str]:
+        return (f"# BEGIN pctk twin {self.state_dir}", f"# END pctk twin {self.state_dir}")
+
+    def _add_hosts_block(self, plan: TwinPlan) -> None:
+        """Make node names resolve to 127.0.0.1 (MASTER_ADDR from the node list works)."""
+        begin, end = self._hosts_markers()
+        names = [n.name for n in plan.nodes]
+        block = [begin] + [
+            "127.0.0.1 " + " ".join(names[i : i + 8]) for i in range(0, len(names), 8)
+        ] + [end]
+        self._edit_hosts(lambda lines: self._strip_block(lines) + block)
+
+    def _remove_hosts_block(self) -> None:
+        self._edit_hosts(self._strip_block)
+
+    def _strip_block(self, lines: list[str]) -> list[str]:
+        begin, end = self._hosts_markers()
+        out, skipping = [], False
+        for line in lines:
+            if line == begin:
+                skipping = True
+            elif line == end and skipping:
+                skipping = False
+            elif not skipping:
+                out.append(line)
+        return out
+
+    def _edit_hosts(self, change: Callable[[list[str]], list[str]]) -> None:
+        try:
+            with open(HOSTS_FILE, "r+") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                lines = fh.read().splitlines()
+                new = change(lines)
+                if new != lines:
+                    # /etc/hosts is often a bind mount: rewrite in place, not by rename
+                    fh.seek(0)
+                    fh.write("\n".join(new) + "\n")
+                    fh.truncate()
+        except PermissionError:
+            pass  # not root: names do not resolve; MASTER_ADDR=127.0.0.1 still works
+        except FileNotFoundError:
+            pass
+
+    # ---------------------------------------------------------------- down
+    def down(self, progress: Progress = _quiet, purge: bool = False) -> list[str]:
+        """Stop every process ``up`` started; returns the names of those that were running."""
+        with self._lock():
+            state = self._load_state()
+            ps = self._procs(state)
+            running = [p for p in ps if procs.is_running(p)]
+            ctld = [p for p in running if p.name == "slurmctld"]
+            if ctld:
+                progress("cancelling jobs")
+                self._cancel_all_jobs()
+            order = ["slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"]
+            for group in order:
+                members = [p for p in running if p.name.split(":")[0] == group]
+                if members:
+                    progress(f"stopping {group}" + (f" x{len(members)}" if len(members) > 1 else ""))
+                    left = procs.stop(members)
+                    if left:
+                        raise PctkError(
+                            f"could not stop {', '.join(f'{p.name} (pid {p.pid})' for p in left)}",
+                            "check the process and its log", log=left[0].log)
+            self._remove_hosts_block()
+            if state is not None:
+                state["procs"] = []
+                state["stopped"] = time.time()
+                atomic_write_json(self.state_file, state)
+        if purge:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        return [p.name for p in running]
+
+    def _cancel_all_jobs(self, timeout: float = 20) -> None:
+        r = self._run(["squeue", "-h", "-o", "%A"])
+        ids = [x for x in r.stdout.split() if x.isdigit()] if r.returncode == 0 else []
+        if not ids:
+            return
+        self._run(["scancel", *ids])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self._run(["squeue", "-h", "-o", "%A"])
+            if r.returncode != 0 or not r.stdout.strip():
+                return
+            time.sleep(0.3)
+
+    # ---------------------------------------------------------------- status
+    def status(self) -> TwinStatus:
+        state = self._load_state()
+        ps = self._procs(state)
+        daemons = [
+            {"name": p.name, "pid": p.pid, "running": procs.is_running(p), "log": p.log}
+            for p in ps
+        ]
+        running = bool(ps) and all(d["running"] for d in daemons)
+        nodes: list[dict[str, str]] = []
+        if running:
+            r = self._run(["sinfo", "-h", "-N", "-o", "%N|%P|%T|%c|%G|%E"])
+            for line in r.stdout.splitlines():
+                name, part, st, cpus, gres, reason = (line.split("|") + [""] * 6)[:6]
+                nodes.append({"name": name, "partition": part.rstrip("*"), "state": st,
+                              "cpus": cpus, "gres": gres, "reason": reason})
+        return TwinStatus(
+            state_dir=self.state_dir,
+            running=running,
+            config=state.get("config") if state else None,
+            cluster=state.get("cluster") if state else None,
+            daemons=daemons,
+            nodes=nodes,
+            partitions=list(state.get("partitions", [])) if state else [],
+            accounting=bool(state.get("accounting")) if state else False,
+        )
