@@ -1,0 +1,52 @@
+"""AdamW and the learning-rate schedule.
+
+Schedule: linear warm-up from lr/warmup to lr over ``warmup_steps``, then either cosine decay
+to ``min_lr_ratio · lr`` at the last step or constant. Both are pure functions of the step,
+so a resumed run continues on the same curve once the scheduler's step count is restored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+SCHEDULES = ("cosine", "constant")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 3e-4
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 2
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+
+
+def lr_factor(step: int, *, warmup: int, total: int, schedule: str, min_ratio: float) -> float:
+    """Multiplier of the peak lr for optimizer step ``step`` (0-based)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    decay_steps = max(1, total - warmup)
+    progress = min(1.0, (step - warmup) / decay_steps)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def build_optimizer(model: nn.Module, cfg: OptimConfig, total_steps: int
+                    ) -> tuple[torch.optim.Optimizer, LambdaLR]:
+    if cfg.schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {cfg.schedule!r}; use one of {', '.join(SCHEDULES)}")
+    # foreach=True: one kernel per group of tensors; fused is CUDA-only for DTensors
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas,
+                                  weight_decay=cfg.weight_decay, foreach=True)
+    schedule = partial(lr_factor, warmup=cfg.warmup_steps, total=total_steps,
+                       schedule=cfg.schedule, min_ratio=cfg.min_lr_ratio)
+    return optimizer, LambdaLR(optimizer, schedule)

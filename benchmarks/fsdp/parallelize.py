@@ -1,0 +1,81 @@
+"""Where sharding happens: activation checkpointing, torch.compile and FSDP2 per block.
+
+Order matters and follows torchtitan: wrap each block for activation checkpointing, compile
+each block, ``fully_shard`` each block, then ``fully_shard`` the root (embedding, final norm
+and output projection form the root's own parameter group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    checkpoint_wrapper,
+)
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from benchmarks.fsdp.model import Transformer
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    hsdp: bool = False  # shard within a node, replicate across nodes
+    activation_checkpointing: bool = False
+    compile: bool = False
+    bf16: bool = True  # ignored on CPU, which trains in fp32
+
+
+def build_mesh(device_type: str, world_size: int, ranks_per_node: int, hsdp: bool) -> DeviceMesh:
+    """1-D ``(dp_shard,)`` mesh for FSDP, 2-D ``(dp_replicate, dp_shard)`` for HSDP."""
+    if not hsdp:
+        return init_device_mesh(device_type, (world_size,), mesh_dim_names=("dp_shard",))
+    if ranks_per_node < 1 or world_size % ranks_per_node:
+        raise ValueError(
+            f"HSDP needs the world size ({world_size}) to be a multiple of the ranks per node "
+            f"({ranks_per_node})"
+        )
+    return init_device_mesh(
+        device_type,
+        (world_size // ranks_per_node, ranks_per_node),
+        mesh_dim_names=("dp_replicate", "dp_shard"),
+    )
+
+
+def mixed_precision(device_type: str, bf16: bool) -> MixedPrecisionPolicy:
+    """bf16 compute with fp32 gradient reduction on GPUs; plain fp32 elsewhere."""
+    if device_type == "cuda" and bf16:
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
+
+
+def parallelize(model: Transformer, mesh: DeviceMesh, cfg: ParallelConfig) -> Transformer:
+    policy = mixed_precision(mesh.device_type, cfg.bf16)
+    blocks = list(model.layers.items())
+    for index, (name, block) in enumerate(blocks):
+        if cfg.activation_checkpointing:
+            block = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+        if cfg.compile:
+            # in-place Module.compile keeps parameter names free of "_orig_mod."
+            block.compile(fullgraph=True)
+        # the last block's parameters are needed again at once by the backward pass
+        fully_shard(block, mesh=mesh, mp_policy=policy,
+                    reshard_after_forward=index < len(blocks) - 1)
+        model.layers.register_module(name, block)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def unwrap_name(name: str) -> str:
+    """Parameter name without the activation-checkpoint wrapper's prefix."""
+    return name.replace("_checkpoint_wrapped_module.", "")
+
+
+def materialise(model: nn.Module, device: torch.device) -> None:
+    """Allocate a meta-device model's (sharded) storage on ``device`` and initialise it."""
+    model.to_empty(device=device)
+    with torch.no_grad():
+        model.init_weights()  # type: ignore[operator]

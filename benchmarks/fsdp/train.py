@@ -1,0 +1,336 @@
+"""FSDP2 training benchmark: one short loop, one result record.
+
+    python -m benchmarks.fsdp.train --model tiny --steps 20 --batch-size 8 --seq-len 64 \
+        --ckpt-dir DIR --ckpt-every 5 --out record.json
+
+Run one process per GPU (srun or torchrun); rank and world come from benchmarks.distenv. On a
+machine without CUDA it trains on the CPU with gloo in fp32. With ``--ckpt-dir`` it resumes
+from the newest complete checkpoint there, so a requeued job continues its loss curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from benchmarks import distenv, record
+from benchmarks.fsdp import checkpoint
+from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
+from benchmarks.fsdp.metrics import (
+    ThroughputMeter,
+    flops_per_token,
+    peak_memory_gib,
+    peak_tflops_for,
+)
+from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
+from benchmarks.fsdp.optim import SCHEDULES, OptimConfig, build_optimizer
+from benchmarks.fsdp.parallelize import ParallelConfig, build_mesh, materialise, parallelize
+
+# test-only: exit hard right after this step (and its checkpoint) in a run that did not resume
+CRASH_ENV = "PCTK_FSDP_CRASH_AT_STEP"
+META_INIT_ABOVE = 2_000_000_000  # parameters; bigger models are built on the meta device
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str = "tiny"
+    steps: int = 20
+    batch_size: int = 8  # global, split evenly over the ranks
+    seq_len: int = 64
+    seed: int = 0
+    data_file: Path | None = None
+    data_dtype: str | None = None
+    device: str = "auto"
+    meta_init: bool | None = None  # None: only for models above META_INIT_ABOVE
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    ckpt_dir: Path | None = None
+    ckpt_every: int = 0
+    ckpt_keep: int = 2
+    resume: bool = True
+    timing_warmup: int = 3
+    log_every: int = 1
+    peak_tflops: float | None = None
+    out: Path | None = None
+
+
+def log(message: str) -> None:
+    if dist.get_rank() == 0:
+        print(message, flush=True)
+
+
+def pick_device(kind: str, local_rank: int) -> torch.device:
+    if kind == "cuda" or (kind == "auto" and torch.cuda.is_available()):
+        device = torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(device)
+        return device
+    return torch.device("cpu")
+
+
+def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Transformer, bool]:
+    args = preset(cfg.model)
+    args = replace(args, max_seq_len=max(args.max_seq_len, cfg.seq_len))
+    with torch.device("meta"):
+        model = Transformer(args)
+    meta = cfg.meta_init if cfg.meta_init is not None else (
+        count_params(model)[0] > META_INIT_ABOVE)
+    if not meta:
+        # the same seed on every rank: all start from identical full weights, then shard
+        torch.manual_seed(cfg.seed)
+        model = Transformer(args)
+    return model, meta
+
+
+def build_data(cfg: TrainConfig, vocab: int, env: distenv.DistEnv) -> TokenBatches:
+    if cfg.data_file is not None:
+        return FileBatches(cfg.data_file, cfg.batch_size, cfg.seq_len, env.rank,
+                           env.world_size, cfg.data_dtype)
+    return SyntheticBatches(vocab, cfg.seed, cfg.batch_size, cfg.seq_len, env.rank,
+                            env.world_size)
+
+
+def global_mean(value: torch.Tensor) -> float:
+    total = value.detach().float().cpu().clone()
+    dist.all_reduce(total)  # gloo has no AVG
+    return total.item() / dist.get_world_size()
+
+
+def global_max(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[str, Any]:
+    model, meta = build_model(cfg, device)
+    n_params, n_non_embedding = count_params(model)
+    mesh = build_mesh(device.type, env.world_size, env.local_world_size, cfg.parallel.hsdp)
+    model = parallelize(model, mesh, cfg.parallel)
+    if meta:
+        torch.manual_seed(cfg.seed + env.rank)
+        materialise(model, device)
+    optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
+    data = build_data(cfg, model.args.vocab_size, env)
+
+    peak = cfg.peak_tflops
+    if peak is None and device.type == "cuda":
+        peak = peak_tflops_for(torch.cuda.get_device_name(device))
+    local_tokens = cfg.batch_size // env.world_size * cfg.seq_len
+    fpt = flops_per_token(n_non_embedding, model.args, cfg.seq_len)
+    meter = ThroughputMeter(local_tokens, fpt, peak, cfg.timing_warmup)
+    log(f"model {cfg.model}: {n_params:,} parameters ({n_non_embedding:,} without embedding), "
+        f"{fpt / 1e9:.3f} GFLOPs/token; world {env.world_size} on {device.type}, "
+        f"mesh {tuple(mesh.shape)} {mesh.mesh_dim_names}")
+
+    start_step, losses, load_timing = 0, [], None
+    completed = _latest_checkpoint(cfg)
+    if completed is not None:
+        state, load_timing = checkpoint.load(cfg.ckpt_dir, completed, model, optimizer)  # type: ignore[arg-type]
+        scheduler.load_state_dict(state["scheduler"])
+        start_step, losses = state["step"], [tuple(x) for x in state["losses"]]
+        log(f"resumed from the step-{start_step} checkpoint in {load_timing.seconds:.2f}s "
+            f"({load_timing.gb_per_s:.2f} GB/s)")
+
+    saves: list[checkpoint.Timing] = []
+    crash_at = int(os.environ.get(CRASH_ENV, "0") or 0) if completed is None else 0
+    for step in range(start_step + 1, cfg.steps + 1):
+        start = time.perf_counter()
+        inputs, targets = data.local_batch(step, device)
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        lr = scheduler.get_last_lr()[0]
+        scheduler.step()
+        loss_value = global_mean(loss)  # .item() also waits for the GPU
+        seconds = time.perf_counter() - start
+        meter.record(seconds)
+        losses.append((step, loss_value))
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+            _log_step(step, loss_value, float(norm), lr, seconds,
+                      meter, device)
+        if cfg.ckpt_dir is not None and cfg.ckpt_every > 0 and step % cfg.ckpt_every == 0:
+            train_state = {"step": step, "scheduler": scheduler.state_dict(),
+                           "data_next_step": step + 1, "losses": losses}
+            timing = checkpoint.save(cfg.ckpt_dir, step, model, optimizer, train_state,
+                                     cfg.ckpt_keep)
+            saves.append(timing)
+            log(f"checkpoint step {step}: {timing.bytes / 1e9:.3f} GB in {timing.seconds:.2f}s "
+                f"({timing.gb_per_s:.2f} GB/s)")
+        if step == crash_at:
+            print(f"{CRASH_ENV}={crash_at}: exiting hard", flush=True)
+            os._exit(17)
+
+    peak_mem, mem_kind = peak_memory_gib(device)
+    return {
+        "params": _params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
+        "metrics": {
+            **meter.summary(),
+            "flops_per_token": fpt,
+            "peak_tflops": peak,
+            "peak_memory_gib": global_max(peak_mem),
+            "peak_memory_kind": mem_kind,
+            "final_loss": losses[-1][1] if losses else None,
+            "losses": [list(x) for x in losses],
+            "resumed_from_step": start_step if completed is not None else None,
+            "checkpoint_saves": [t.to_dict() for t in saves],
+            "checkpoint_load": load_timing.to_dict() if load_timing else None,
+        },
+    }
+
+
+def _latest_checkpoint(cfg: TrainConfig) -> int | None:
+    if cfg.ckpt_dir is None or not cfg.resume:
+        return None
+    # rank 0 decides, so every rank loads the same step even if storage caches disagree
+    found = [checkpoint.complete_steps(cfg.ckpt_dir)[-1:] if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(found, src=0)
+    return found[0][0] if found[0] else None
+
+
+def _log_step(step: int, loss: float, grad_norm: float, lr: float, seconds: float,
+              meter: ThroughputMeter, device: torch.device) -> None:
+    figures = meter.last(seconds)
+    mfu = f" mfu {figures['mfu']:.1%}" if figures["mfu"] is not None else ""
+    mem, _ = peak_memory_gib(device)
+    log(f"step {step:5d}  loss {loss:.4f}  grad_norm {grad_norm:.3f}  lr {lr:.2e}  "
+        f"{figures['tokens_per_s_per_gpu']:,.0f} tok/s/gpu  "
+        f"{figures['tflops_per_gpu']:.2f} TFLOPs/gpu{mfu}  mem {mem:.2f} GiB  "
+        f"{seconds * 1000:.0f} ms")
+
+
+def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
+            n_non_embedding: int, device: torch.device, peak: float | None,
+            data: TokenBatches) -> dict[str, Any]:
+    bf16 = device.type == "cuda" and cfg.parallel.bf16
+    return {
+        "model": cfg.model,
+        "model_args": preset(cfg.model).to_dict(),
+        "n_params": n_params,
+        "n_params_non_embedding": n_non_embedding,
+        "steps": cfg.steps,
+        "global_batch_size": cfg.batch_size,
+        "local_batch_size": cfg.batch_size // env.world_size,
+        "seq_len": cfg.seq_len,
+        "world_size": env.world_size,
+        "nodes": env.num_nodes,
+        "ranks_per_node": env.local_world_size,
+        "mesh": {"shape": list(mesh.shape), "dims": list(mesh.mesh_dim_names)},
+        "hsdp": cfg.parallel.hsdp,
+        "compile": cfg.parallel.compile,
+        "activation_checkpointing": cfg.parallel.activation_checkpointing,
+        "param_dtype": "bfloat16" if bf16 else "float32",
+        "reduce_dtype": "float32",
+        "device": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "backend": dist.get_backend(),
+        "optimizer": {**asdict(cfg.optim), "name": "AdamW"},
+        "data": data.describe(),
+        "seed": cfg.seed,
+        "timing_warmup_steps": cfg.timing_warmup,
+        "peak_tflops": peak,
+        "ckpt_dir": str(cfg.ckpt_dir) if cfg.ckpt_dir else None,
+        "ckpt_every": cfg.ckpt_every,
+        "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+    }
+
+
+def verdict(metrics: dict[str, Any], steps_wanted: int) -> tuple[str, list[str]]:
+    losses = metrics["losses"]
+    if not losses or losses[-1][0] != steps_wanted:
+        return "FAIL", [f"training stopped before step {steps_wanted}"]
+    if not all(math.isfinite(loss) for _, loss in losses):
+        return "FAIL", ["the loss is not finite"]
+    if not metrics.get("measured_steps"):
+        return "WARN", ["no step ran after the timing warm-up; throughput not measured"]
+    return "PASS", []
+
+
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.fsdp.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny", choices=list(PRESETS))
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=8, help="global batch, in sequences")
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-file", type=Path, help=".pt tensor or raw .bin/.u16/.u32 token ids")
+    p.add_argument("--data-dtype", choices=["uint16", "uint32"])
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--meta-init", action=argparse.BooleanOptionalAction, default=None,
+                   help="build on the meta device and initialise the shards (default: >2B params)")
+    p.add_argument("--hsdp", action="store_true", help="shard within a node, replicate across")
+    p.add_argument("--ac", action="store_true", help="activation checkpointing per block")
+    p.add_argument("--compile", action="store_true", help="torch.compile each block")
+    p.add_argument("--fp32", action="store_true", help="no bf16 mixed precision on GPUs")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--warmup-steps", type=int, default=2, help="linear lr warm-up")
+    p.add_argument("--schedule", choices=SCHEDULES, default="cosine")
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--ckpt-dir", type=Path)
+    p.add_argument("--ckpt-every", type=int, default=0, help="steps between checkpoints")
+    p.add_argument("--ckpt-keep", type=int, default=2, help="complete checkpoints to keep")
+    p.add_argument("--no-resume", dest="resume", action="store_false")
+    p.add_argument("--timing-warmup", type=int, default=3, help="steps left out of timing")
+    p.add_argument("--log-every", type=int, default=1)
+    p.add_argument("--peak-tflops", type=float, help="dense bf16 peak per GPU (default: by name)")
+    p.add_argument("--out", type=Path, help="result record (pctk.result/v1) written by rank 0")
+    a = p.parse_args(argv)
+    for name in ("steps", "batch_size", "seq_len", "log_every"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    return TrainConfig(
+        model=a.model, steps=a.steps, batch_size=a.batch_size, seq_len=a.seq_len, seed=a.seed,
+        data_file=a.data_file, data_dtype=a.data_dtype, device=a.device, meta_init=a.meta_init,
+        parallel=ParallelConfig(hsdp=a.hsdp, activation_checkpointing=a.ac,
+                                compile=a.compile, bf16=not a.fp32),
+        optim=OptimConfig(lr=a.lr, weight_decay=a.weight_decay, warmup_steps=a.warmup_steps,
+                          schedule=a.schedule, max_grad_norm=a.max_grad_norm),
+        ckpt_dir=a.ckpt_dir, ckpt_every=a.ckpt_every, ckpt_keep=a.ckpt_keep, resume=a.resume,
+        timing_warmup=a.timing_warmup, log_every=a.log_every, peak_tflops=a.peak_tflops,
+        out=a.out,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    env = distenv.detect()
+    env.export()
+    device = pick_device(cfg.device, env.local_rank)
+    if cfg.batch_size % env.world_size:
+        print(f"error: global batch size {cfg.batch_size} is not divisible by the world size "
+              f"{env.world_size}", file=sys.stderr)
+        return 2
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                            device_id=device if device.type == "cuda" else None)
+    try:
+        result = train(cfg, env, device)
+        if dist.get_rank() == 0 and cfg.out is not None:
+            status, reasons = verdict(result["metrics"], cfg.steps)
+            rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],
+                                    status=status, reasons=reasons)
+            rec["cluster"]["nodes"] = rec["cluster"]["nodes"] or env.num_nodes
+            record.write_record(cfg.out, rec)
+            log(f"record: {cfg.out} ({status})")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Test helper: run ``benchmarks.fsdp.train`` as N local gloo ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--model", "tiny", "--batch-size", "8", "--seq-len", "32", "--timing-warmup", "1"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Run:
+    returncodes: list[int]
+    output: str
+    record: dict[str, Any] | None
+
+    def losses(self) -> dict[int, float]:
+        assert self.record is not None, self.output
+        return {int(step): loss for step, loss in self.record["metrics"]["losses"]}
+
+
+def run_ranks(world: int, args: list[str], out: Path | None, *, extra_env: dict[str, str]
+              | None = None, timeout: float = 240) -> Run:
+    """Start ``world`` processes with torchrun's variables on one host and wait for all."""
+    port = str(free_port())
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK",
+                                                                      "WORLD_SIZE", "MASTER_"))}
+    base.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                **(extra_env or {}))
+    cmd = [sys.executable, "-m", "benchmarks.fsdp.train", "--device", "cpu", *args]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    procs = [
+        subprocess.Popen(cmd, cwd=REPO, env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for r in range(world)
+    ]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    rec = json.loads(out.read_text()) if out is not None and out.exists() else None
+    return Run([p.returncode for p in procs], "\n".join(outputs), rec)
+
+

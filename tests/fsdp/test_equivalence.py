@@ -1,0 +1,61 @@
+"""FSDP2 on 4 gloo ranks computes what one unsharded process computes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from fsdp_launch import TINY, run_ranks
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from benchmarks.fsdp.data import SyntheticBatches
+from benchmarks.fsdp.model import Transformer, preset
+from benchmarks.fsdp.optim import OptimConfig, build_optimizer
+
+STEPS = 4
+
+
+def unsharded_reference(steps: int) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """The plain training loop: no process group, no FSDP, the whole global batch at once."""
+    torch.manual_seed(0)
+    model = Transformer(preset("tiny"))
+    cfg = OptimConfig()
+    optimizer, scheduler = build_optimizer(model, cfg, steps)
+    data = SyntheticBatches(model.args.vocab_size, 0, 8, 32, rank=0, world_size=1)
+    losses = []
+    for step in range(1, steps + 1):
+        inputs, targets = data.local_batch(step, torch.device("cpu"))
+        loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach() for k, v in model.state_dict().items()}
+
+
+def test_four_ranks_match_one_unsharded_process(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    run = run_ranks(4, [*TINY, "--steps", str(STEPS), "--ckpt-dir", str(ckpt),
+                        "--ckpt-every", str(STEPS)], tmp_path / "record.json")
+    assert run.returncodes == [0] * 4, run.output
+    assert run.record["params"]["world_size"] == 4
+    assert run.record["params"]["mesh"] == {"shape": [4], "dims": ["dp_shard"]}
+
+    ref_losses, ref_params = unsharded_reference(STEPS)
+    fsdp_losses = [run.losses()[s] for s in range(1, STEPS + 1)]
+    torch.testing.assert_close(fsdp_losses, ref_losses, rtol=1e-5, atol=1e-5)
+
+    # the DCP checkpoint holds the full (unsharded) parameters after STEPS steps
+    dcp_to_torch_save(ckpt / f"step-{STEPS:08d}", tmp_path / "full.pt")
+    saved = torch.load(tmp_path / "full.pt", weights_only=False)["model"]
+    assert saved.keys() == ref_params.keys()
+    for name, ref in ref_params.items():
+        torch.testing.assert_close(saved[name], ref, rtol=1e-5, atol=1e-5, msg=name)
+    # training moved the weights: the comparison is not between two initial states
+    torch.manual_seed(0)
+    initial = Transformer(preset("tiny")).state_dict()
+    assert not torch.equal(initial["layers.0.attention.wq.weight"],
+                           saved["layers.0.attention.wq.weight"])
