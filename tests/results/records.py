@@ -1,0 +1,126 @@
+"""Realistic result records built with the node-side ``benchmarks.record.new_record``.
+
+The busbw curve follows a 2-node p5.48xlarge all_reduce sweep (about 470 GB/s at large
+messages); the fsdp metrics follow ``benchmarks.fsdp.train``'s layout and torchtitan's
+Llama 3.1 8B figures on H100 (5,762 tokens/s per GPU, about 34% MFU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.record import new_record
+
+SOFTWARE = {"python": "3.11.7", "torch": "2.6.0", "cuda": "12.4", "nccl": "2.21.5",
+            "aws_ofi_nccl": "1.13.0", "efa": "1.37.0", "libfabric": "1.22.0",
+            "driver": "550.127.05", "host": "gpu-st-p5-1"}
+HOSTS = ["gpu-st-p5-1", "gpu-st-p5-2"]
+SIZES = [8 << i for i in range(32)]  # 8 B .. 16 GiB
+BUS_FACTOR = {"all_reduce": 2 * 15 / 16, "all_gather": 15 / 16, "reduce_scatter": 15 / 16}
+PEAK = {"all_reduce": 470.0, "all_gather": 360.0, "reduce_scatter": 350.0}
+
+
+def cluster(name: str = "train-a", instance_type: str = "p5.48xlarge") -> dict[str, Any]:
+    return {"name": name, "instance_type": instance_type, "nodes": 2, "hosts": list(HOSTS),
+            "partition": "gpu", "job_id": "1234"}
+
+
+def busbw_at(collective: str, size: int) -> float:
+    half = 64 << 20  # message size that reaches half the peak
+    return PEAK[collective] * size / (size + half)
+
+
+def sweep(collective: str, scale: Callable[[int], float] = lambda _s: 1.0) -> dict[str, Any]:
+    rows = []
+    for size in SIZES:
+        busbw = busbw_at(collective, size) * scale(size)
+        algbw = busbw / BUS_FACTOR[collective]
+        time_us = size / (algbw * 1e3) if algbw else 0.0
+        point = {"time_us": time_us, "algbw": algbw, "busbw": busbw, "wrong": 0}
+        rows.append({"size": size, "count": size // 4, "oop": point,
+                     "ip": {**point, "busbw": busbw * 1.01}})
+    avg = sum(r["oop"]["busbw"] + r["ip"]["busbw"] for r in rows) / (2 * len(rows))
+    return {"collective": collective, "dtype": "float", "nranks": 16, "rows": rows,
+            "avg_busbw": avg, "complete": True}
+
+
+def nccl_record(scale: Callable[[int], float] = lambda _s: 1.0, created: str | None = None,
+                name: str = "train-a", collective: str = "all_reduce") -> dict[str, Any]:
+    rec = new_record("nccl-tests", params={"collective": collective, "minbytes": 8,
+                                           "maxbytes": SIZES[-1], "ngpus": 1},
+                     metrics=sweep(collective, scale), status="PASS",
+                     cluster=cluster(name), software=dict(SOFTWARE),
+                     raw_logs=["nccl-tests.log"])
+    if created:
+        rec["created"] = created
+    return rec
+
+
+def collectives_record(scale: Callable[[int], float] = lambda _s: 1.0,
+                       created: str | None = None) -> dict[str, Any]:
+    """The PyTorch collectives benchmark: several collectives in one record."""
+    sections = {c: sweep(c, scale) for c in ("all_gather", "reduce_scatter")}
+    rec = new_record("collectives", params={"backend": "nccl"},
+                     metrics={"collectives": sections, "nranks": 16}, status="PASS",
+                     cluster=cluster(), software=dict(SOFTWARE))
+    if created:
+        rec["created"] = created
+    return rec
+
+
+def fsdp_record(tokens: float = 5762.0, mfu: float = 0.34, created: str | None = None,
+                name: str = "train-a") -> dict[str, Any]:
+    step_time = 8 * 8192 / tokens
+    losses = [[s, 11.0 - 0.35 * s ** 0.5] for s in range(1, 51)]
+    metrics = {
+        "measured_steps": 47, "step_time_mean_s": step_time, "step_time_p50_s": step_time,
+        "step_time_p90_s": step_time * 1.04, "tokens_per_s_per_gpu": tokens,
+        "tflops_per_gpu": mfu * 989.0, "mfu": mfu, "flops_per_token": 57_000_000_000,
+        "peak_tflops": 989.0, "peak_memory_gib": 61.2,
+        "peak_memory_kind": "cuda_max_memory_allocated", "final_loss": losses[-1][1],
+        "losses": losses, "resumed_from_step": None,
+        "checkpoint_saves": [{"step": 25, "seconds": 9.5, "bytes": 96_000_000_000,
+                              "gb_per_s": 10.1},
+                             {"step": 50, "seconds": 8.9, "bytes": 96_000_000_000,
+                              "gb_per_s": 10.8}],
+        "checkpoint_load": None,
+    }
+    rec = new_record("fsdp", params={"model": "llama3-8b", "steps": 50, "world_size": 16,
+                                     "timing_warmup_steps": 3},
+                     metrics=metrics, status="PASS", cluster=cluster(name),
+                     software=dict(SOFTWARE))
+    if created:
+        rec["created"] = created
+    return rec
+
+
+def health_record(fail: tuple[str, str] | None = None,
+                  created: str | None = None) -> dict[str, Any]:
+    nodes: dict[str, dict[str, Any]] = {}
+    for host in HOSTS:
+        nodes[host] = {
+            "gpu_count": {"status": "OK", "value": 8, "expected": 8, "message": "8 H100",
+                          "remedy": ""},
+            "efa_devices": {"status": "OK", "value": 32, "expected": 32, "message": "32 EFA",
+                            "remedy": ""},
+            "xid_errors": {"status": "SKIP", "value": None, "expected": 0,
+                           "message": "dmesg not readable", "remedy": ""},
+        }
+    status = "PASS"
+    if fail:
+        node, check = fail
+        nodes[node][check] = {"status": "FAIL", "value": 7, "expected": 8,
+                              "message": "7 of 8 GPUs visible",
+                              "remedy": "drain the node and reboot it"}
+        status = "FAIL"
+    rec = new_record("health", params={"checks": ["gpu_count", "efa_devices", "xid_errors"]},
+                     metrics={"nodes": nodes}, status=status, cluster=cluster(),
+                     software=dict(SOFTWARE))
+    if created:
+        rec["created"] = created
+    return rec
+
+
+def drop_above(size: int, factor: float) -> Callable[[int], float]:
+    return lambda s: factor if s >= size else 1.0

@@ -1,0 +1,158 @@
+"""Regression detection: a result against a baseline of the same kind.
+
+- busbw (nccl-tests, collectives): per collective, the largest message sizes both runs
+  measured; small messages are latency-bound and too noisy to judge bandwidth by.
+- fsdp: tokens/s per GPU and MFU; where per-step figures exist, the first step that falls
+  below the limit is named.
+- health: a (node, check) that FAILs now and did not FAIL in the baseline.
+
+A drop counts when it is larger than ``threshold`` (relative, default 5%).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from toolkit.results import metrics as m
+from toolkit.results.store import group_key
+
+DEFAULT_THRESHOLD = 0.05
+TOP_SIZES = 4  # compare at most this many of the largest common sizes ...
+SIZE_SPAN = 64  # ... and none smaller than the largest common size / SIZE_SPAN
+
+
+@dataclass(frozen=True)
+class Point:
+    """One compared figure: where it is, both values, the relative change."""
+
+    metric: str
+    where: str
+    baseline: float | str
+    current: float | str
+    change: float | None  # (current - baseline) / baseline; None for non-numeric
+    regression: bool
+
+
+@dataclass
+class Comparison:
+    kind: str
+    cluster: str
+    instance_type: str
+    current_id: str
+    baseline_id: str
+    threshold: float
+    points: list[Point] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Point]:
+        return [p for p in self.points if p.regression]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["regressed"] = bool(self.regressions)
+        return data
+
+
+def _change(current: float, baseline: float) -> float | None:
+    return (current - baseline) / baseline if baseline else None
+
+
+def large_common_sizes(current: list[m.BusbwPoint], baseline: list[m.BusbwPoint]) -> list[int]:
+    common = sorted({p.size for p in current} & {p.size for p in baseline})
+    if not common:
+        return []
+    floor = common[-1] / SIZE_SPAN
+    return [s for s in common[-TOP_SIZES:] if s >= floor]
+
+
+def compare_busbw(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
+                  out: Comparison) -> None:
+    cur_curves, base_curves = m.busbw_curves(current), m.busbw_curves(baseline)
+    for name in sorted(base_curves.keys() - cur_curves.keys()):
+        out.notes.append(f"{name}: in the baseline, not measured now")
+    for name in sorted(cur_curves.keys() & base_curves.keys()):
+        cur = {p.size: p.busbw for p in cur_curves[name]}
+        base = {p.size: p.busbw for p in base_curves[name]}
+        sizes = large_common_sizes(cur_curves[name], base_curves[name])
+        if not sizes:
+            out.notes.append(f"{name}: no message size in common with the baseline")
+        for size in sizes:
+            change = _change(cur[size], base[size])
+            out.points.append(Point(
+                metric="busbw_GBps", where=f"{name} @ {m.format_size(size)} ({size} B)",
+                baseline=base[size], current=cur[size], change=change,
+                regression=change is not None and change < -threshold,
+            ))
+    cur_ranks = (current.get("metrics") or {}).get("nranks")
+    base_ranks = (baseline.get("metrics") or {}).get("nranks")
+    if cur_ranks and base_ranks and cur_ranks != base_ranks:
+        out.notes.append(f"ranks differ: baseline {base_ranks}, now {cur_ranks}")
+
+
+def _first_slow_step(record: dict[str, Any], key: str, limit: float) -> str:
+    series = m.per_step_series(record, key)
+    params = record.get("params") or {}
+    warmup = params.get("timing_warmup_steps", params.get("warmup_steps"))
+    if isinstance(warmup, int):
+        series = [(step, v) for step, v in series if step > warmup]
+    if key == "mfu":
+        series = [(step, m.mfu_fraction(v)) for step, v in series]
+    slow = [step for step, value in series if value < limit]
+    if not slow:
+        return "run summary"
+    return f"from step {slow[0]} ({len(slow)} of {len(series)} measured steps below)"
+
+
+def compare_training(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
+                     out: Comparison) -> None:
+    cur, base = m.training_scalars(current), m.training_scalars(baseline)
+    for key, label in m.TRAINING_METRICS:
+        if key not in cur or key not in base:
+            if key in base:
+                out.notes.append(f"{label}: in the baseline, not reported now")
+            continue
+        cur_value, base_value = cur[key], base[key]
+        if key == "mfu":
+            cur_value, base_value = m.mfu_fraction(cur_value), m.mfu_fraction(base_value)
+        change = _change(cur_value, base_value)
+        regression = change is not None and change < -threshold
+        where = (_first_slow_step(current, key, base_value * (1 - threshold))
+                 if regression else "run summary")
+        out.points.append(Point(key, where, base_value, cur_value, change, regression))
+
+
+def compare_health(current: dict[str, Any], baseline: dict[str, Any], out: Comparison) -> None:
+    cur, base = m.health_matrix(current), m.health_matrix(baseline)
+    for node, checks in sorted(cur.items()):
+        for check, cell in sorted(checks.items()):
+            before = base.get(node, {}).get(check)
+            before_status = before.status if before else "absent"
+            if cell.status == "FAIL" or before_status == "FAIL":
+                out.points.append(Point(
+                    metric="health", where=f"{node} {check}", baseline=before_status,
+                    current=cell.status, change=None,
+                    regression=cell.status == "FAIL" and before_status != "FAIL",
+                ))
+
+
+def compare_records(current: dict[str, Any], baseline: dict[str, Any],
+                    threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    if current["kind"] != baseline["kind"]:
+        raise ValueError(f"cannot compare a {current['kind']} result with a {baseline['kind']}")
+    cluster, instance_type = group_key(current)
+    out = Comparison(current["kind"], cluster, instance_type, current["id"], baseline["id"],
+                     threshold)
+    if group_key(baseline) != (cluster, instance_type):
+        base_cluster, base_type = group_key(baseline)
+        out.notes.append(f"baseline is from {base_cluster or '?'} / {base_type or '?'}")
+    if current["kind"] in m.BUSBW_KINDS:
+        compare_busbw(current, baseline, threshold, out)
+    elif current["kind"] == "fsdp":
+        compare_training(current, baseline, threshold, out)
+    elif current["kind"] == "health":
+        compare_health(current, baseline, out)
+    if not out.points and not out.notes:
+        out.notes.append("nothing comparable in these two records")
+    return out

@@ -1,0 +1,243 @@
+"""Read the kind-specific ``metrics`` of result records into plain series.
+
+The node-side writers own their layouts; these readers accept the documented shapes and a
+few spellings around them (flat or nested busbw, one collective or several), and skip what
+they cannot read rather than fail a whole report on one odd record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+BUSBW_KINDS = ("nccl-tests", "collectives")
+HEALTH_STATUSES = ("OK", "WARN", "FAIL", "SKIP")
+# Higher is better for both; the tuple is (metric key, label for people).
+TRAINING_METRICS = (("tokens_per_s_per_gpu", "tokens/s per GPU"), ("mfu", "MFU"))
+
+
+@dataclass(frozen=True)
+class BusbwPoint:
+    size: int
+    busbw: float  # GB/s (1e9 bytes/s), as nccl-tests prints it
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _row_size(row: dict[str, Any]) -> int | None:
+    for key in ("size", "size_bytes", "bytes"):
+        value = _number(row.get(key))
+        if value is not None:
+            return int(value)
+    return None
+
+
+def _row_busbw(row: dict[str, Any]) -> float | None:
+    """Out-of-place busbw (what nccl-tests' summaries quote), else in-place, else flat."""
+    for placement in ("oop", "ip"):
+        part = row.get(placement)
+        if isinstance(part, dict) and (value := _number(part.get("busbw"))) is not None:
+            return value
+    return _number(row.get("busbw"))
+
+
+def collective_sections(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{collective: section}`` from ``metrics["collectives"]`` or a single-collective body."""
+    sections: dict[str, dict[str, Any]] = {}
+    nested = metrics.get("collectives")
+    if isinstance(nested, dict):
+        sections.update({str(k): v for k, v in nested.items() if isinstance(v, dict)})
+    elif isinstance(nested, list):
+        for item in nested:
+            if isinstance(item, dict) and item.get("collective"):
+                sections[str(item["collective"])] = item
+    if isinstance(metrics.get("rows"), list):
+        sections.setdefault(str(metrics.get("collective") or "unknown"), metrics)
+    return sections
+
+
+def busbw_curves(record: dict[str, Any]) -> dict[str, list[BusbwPoint]]:
+    """``{collective: points sorted by size}``; empty for other kinds."""
+    if record.get("kind") not in BUSBW_KINDS:
+        return {}
+    curves: dict[str, list[BusbwPoint]] = {}
+    for name, section in collective_sections(record.get("metrics") or {}).items():
+        by_size: dict[int, float] = {}
+        for row in section.get("rows") or []:
+            if not isinstance(row, dict):
+                continue
+            size, busbw = _row_size(row), _row_busbw(row)
+            if size is not None and busbw is not None:
+                by_size[size] = busbw
+        if by_size:
+            curves[name] = [BusbwPoint(s, by_size[s]) for s in sorted(by_size)]
+    return curves
+
+
+def avg_busbw(record: dict[str, Any]) -> dict[str, float]:
+    """``{collective: avg busbw GB/s}`` where the record reports one."""
+    out: dict[str, float] = {}
+    for name, section in collective_sections(record.get("metrics") or {}).items():
+        if (value := _number(section.get("avg_busbw"))) is not None:
+            out[name] = value
+    return out
+
+
+def training_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """Numeric top-level fsdp metrics plus ``checkpoint_<key>`` for checkpoint figures."""
+    if record.get("kind") != "fsdp":
+        return {}
+    metrics = record.get("metrics") or {}
+    out = {k: v for k, raw in metrics.items() if (v := _number(raw)) is not None}
+    checkpoint = metrics.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        for key, raw in checkpoint.items():
+            if (value := _number(raw)) is not None:
+                out[f"checkpoint_{key}"] = value
+    out.update(_checkpoint_timings(metrics))
+    return out
+
+
+def _checkpoint_timings(metrics: dict[str, Any]) -> dict[str, float]:
+    """benchmarks.fsdp.train's layout: ``checkpoint_saves`` (a list, averaged here) and
+    ``checkpoint_load``, each ``{"step", "seconds", "bytes", "gb_per_s"}``."""
+    out: dict[str, float] = {}
+    saves = [s for s in metrics.get("checkpoint_saves") or [] if isinstance(s, dict)]
+    load = metrics.get("checkpoint_load")
+    for prefix, timings in (("save", saves), ("load", [load] if isinstance(load, dict) else [])):
+        for key, suffix in (("seconds", "s"), ("gb_per_s", "gbps")):
+            values = [v for t in timings if (v := _number(t.get(key))) is not None]
+            if values:
+                out[f"checkpoint_{prefix}_{suffix}"] = sum(values) / len(values)
+    return out
+
+
+def per_step_series(record: dict[str, Any], key: str) -> list[tuple[int, float]]:
+    """(step, value) pairs for a per-step metric, where the record carries them.
+
+    Accepts ``metrics["steps"] = [{"step": n, key: v, ...}]`` and a bare list under
+    ``metrics[key + "_per_step"]``; steps count from 1 when not given.
+    """
+    metrics = record.get("metrics") or {}
+    out: list[tuple[int, float]] = []
+    steps = metrics.get("steps")
+    if isinstance(steps, list):
+        for index, item in enumerate(steps, start=1):
+            if isinstance(item, dict) and (value := _number(item.get(key))) is not None:
+                step = _number(item.get("step"))
+                out.append((int(step) if step is not None else index, value))
+    bare = metrics.get(f"{key}_per_step")
+    if not out and isinstance(bare, list):
+        out = [(i, v) for i, raw in enumerate(bare, start=1) if (v := _number(raw)) is not None]
+    return out
+
+
+def loss_curve(record: dict[str, Any]) -> list[tuple[int, float]]:
+    """(step, loss) from ``losses`` ([step, loss] pairs) or ``loss`` (values or dicts)."""
+    metrics = record.get("metrics") or {}
+    loss = metrics.get("losses") if isinstance(metrics.get("losses"), list) else metrics.get("loss")
+    if not isinstance(loss, list):
+        return []
+    out = []
+    for index, item in enumerate(loss, start=1):
+        if isinstance(item, list | tuple) and len(item) == 2:
+            step, value = _number(item[0]), _number(item[1])
+            if step is not None and value is not None:
+                out.append((int(step), value))
+        elif isinstance(item, dict):
+            value, step = _number(item.get("loss")), _number(item.get("step"))
+            if value is not None:
+                out.append((int(step) if step is not None else index, value))
+        elif (value := _number(item)) is not None:
+            out.append((index, value))
+    return out
+
+
+@dataclass(frozen=True)
+class HealthCell:
+    status: str  # one of HEALTH_STATUSES, or "UNKNOWN"
+    message: str
+    value: Any
+    expected: Any
+    remedy: str
+
+
+def health_matrix(record: dict[str, Any]) -> dict[str, dict[str, HealthCell]]:
+    """``{node: {check: cell}}`` from a health record; empty for other kinds."""
+    if record.get("kind") != "health":
+        return {}
+    nodes = (record.get("metrics") or {}).get("nodes")
+    matrix: dict[str, dict[str, HealthCell]] = {}
+    if not isinstance(nodes, dict):
+        return matrix
+    for node, checks in nodes.items():
+        if not isinstance(checks, dict):
+            continue
+        row: dict[str, HealthCell] = {}
+        for check, body in checks.items():
+            body = body if isinstance(body, dict) else {"status": body}
+            status = str(body.get("status") or "UNKNOWN").upper()
+            row[str(check)] = HealthCell(
+                status=status if status in HEALTH_STATUSES else "UNKNOWN",
+                message=str(body.get("message") or ""),
+                value=body.get("value"),
+                expected=body.get("expected"),
+                remedy=str(body.get("remedy") or ""),
+            )
+        matrix[str(node)] = row
+    return matrix
+
+
+def headline(record: dict[str, Any]) -> str:
+    """One short line that says what a record measured, for tables."""
+    kind = record.get("kind")
+    if kind in BUSBW_KINDS:
+        parts = []
+        averages = avg_busbw(record)
+        for name, points in busbw_curves(record).items():
+            top = points[-1]
+            avg = f", avg {averages[name]:.1f}" if name in averages else ""
+            parts.append(f"{name} {top.busbw:.1f} GB/s @ {format_size(top.size)}{avg}")
+        return "; ".join(parts) or "no busbw rows"
+    if kind == "fsdp":
+        scalars = training_scalars(record)
+        parts = []
+        if "tokens_per_s_per_gpu" in scalars:
+            parts.append(f"{scalars['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
+        if "mfu" in scalars:
+            parts.append(f"MFU {format_ratio(scalars['mfu'])}")
+        if "step_time_p50_s" in scalars:
+            parts.append(f"step p50 {scalars['step_time_p50_s']:.3f}s")
+        return ", ".join(parts) or "no training metrics"
+    if kind == "health":
+        matrix = health_matrix(record)
+        counts: dict[str, int] = {}
+        for row in matrix.values():
+            for cell in row.values():
+                counts[cell.status] = counts.get(cell.status, 0) + 1
+        summary = " ".join(f"{s}={counts[s]}" for s in (*HEALTH_STATUSES, "UNKNOWN")
+                           if s in counts)
+        return f"{len(matrix)} nodes: {summary}" if matrix else "no checks"
+    return ""
+
+
+def mfu_fraction(value: float) -> float:
+    """MFU as a fraction; writers that report percent (34.0) are scaled down."""
+    return value / 100.0 if value > 1.5 else value
+
+
+def format_ratio(value: float) -> str:
+    return f"{mfu_fraction(value) * 100:.1f}%"
+
+
+def format_size(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            text = f"{size / scale:.1f}".rstrip("0").rstrip(".")
+            return f"{text} {unit}"
+    return f"{size} B"

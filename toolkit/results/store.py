@@ -1,0 +1,399 @@
+"""The results database: every result record plus its raw logs, in one SQLite file.
+
+Where: ``--db``, else ``$PCTK_RESULTS_DB``, else ``<state home>/results.db``. A team can
+point everyone at one file on shared storage (``/fsx/pctk/results.db``).
+
+Journal mode is chosen per path. WAL needs shared memory between all processes that open
+the file, which network filesystems (Lustre, NFS, CIFS, ...) cannot give, so there we use
+the classic rollback journal (``DELETE``) and rely on file locks plus a busy timeout
+(Lustre must be mounted with ``-o flock`` for locks to be coherent across clients). On
+local disks WAL lets readers run while a writer ingests.
+
+Raw logs are files, not blobs: each is copied once into a content-addressed folder beside
+the database (``results.db`` -> ``results.logs/<sha256[:2]>/<sha256>``), so identical logs
+are stored once, the database stays small enough to copy, and a log can be read with
+``less`` by anyone who can read the folder. The ``raw_logs`` table maps each result to the
+original file names and hashes.
+
+The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
+database applies the missing ones in order inside one transaction.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.record import RecordError, validate_record
+from toolkit.errors import PctkError
+from toolkit.paths import state_home
+
+ENV_DB = "PCTK_RESULTS_DB"
+BUSY_TIMEOUT_MS = 30_000
+
+# Append only: a released migration is never edited, a change is a new entry.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE results (
+        id            TEXT PRIMARY KEY,
+        kind          TEXT NOT NULL,
+        created       TEXT NOT NULL,
+        cluster       TEXT NOT NULL DEFAULT '',
+        instance_type TEXT NOT NULL DEFAULT '',
+        nodes         INTEGER,
+        status        TEXT NOT NULL,
+        record        TEXT NOT NULL,
+        ingested      TEXT NOT NULL
+    );
+    CREATE INDEX results_by_group ON results (cluster, instance_type, kind, created);
+    CREATE INDEX results_by_created ON results (created);
+    CREATE TABLE raw_logs (
+        result_id TEXT NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+        name      TEXT NOT NULL,
+        sha256    TEXT NOT NULL,
+        size      INTEGER NOT NULL,
+        PRIMARY KEY (result_id, name)
+    );
+    """,
+    """
+    CREATE TABLE baselines (
+        cluster       TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        result_id     TEXT NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+        set_at        TEXT NOT NULL,
+        PRIMARY KEY (cluster, instance_type, kind)
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "lustre", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "gpfs",
+     "beegfs", "9p", "afs", "fuse.sshfs", "fuse.s3fs", "fuse.mountpoint-s3", "efs"}
+)
+
+
+@dataclass(frozen=True)
+class StoredLog:
+    name: str
+    sha256: str
+    size: int
+    path: Path
+
+
+def default_db_path() -> Path:
+    if env := os.environ.get(ENV_DB):
+        return Path(env)
+    return state_home() / "results.db"
+
+
+def filesystem_type(path: Path) -> str:
+    """The filesystem type holding ``path`` from /proc/mounts ('' where unknown)."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    target = str(path.resolve())
+    best, fstype = "", ""
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, fstype = mount, fields[2]
+    return fstype
+
+
+def journal_mode_for(path: Path) -> str:
+    fstype = filesystem_type(path.parent)
+    return "DELETE" if fstype in NETWORK_FILESYSTEMS else "WAL"
+
+
+def utc_iso(value: str | dt.datetime) -> str:
+    """Normalise a timestamp to ``YYYY-MM-DDTHH:MM:SSZ`` (UTC) so text order is time order."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise RecordError(f"timestamp {value!r} is not ISO 8601") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_RELATIVE = re.compile(r"^(\d+)([smhdw])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, now: dt.datetime | None = None) -> str:
+    """``7d``/``24h``/``30m`` before now, or an ISO date/time; returned as :func:`utc_iso`."""
+    if m := _RELATIVE.match(text.strip()):
+        now = now or dt.datetime.now(dt.UTC)
+        return utc_iso(now - dt.timedelta(seconds=int(m[1]) * _UNIT_SECONDS[m[2]]))
+    try:
+        return utc_iso(text)
+    except RecordError:
+        raise PctkError(
+            f"--since {text!r} is neither a duration nor a date",
+            "use e.g. 7d, 12h or 2026-01-31T00:00:00Z",
+        ) from None
+
+
+def group_key(record: dict[str, Any]) -> tuple[str, str]:
+    """(cluster name, instance type) with '' for unknown: baselines and comparisons key on it."""
+    cluster = record.get("cluster") or {}
+    return (str(cluster.get("name") or ""), str(cluster.get("instance_type") or ""))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class ResultStore:
+    """Result records and raw logs in SQLite. Open, use, :meth:`close` (or ``with``)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        self.logs_dir = self.path.with_suffix(".logs")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.journal_mode = journal_mode_for(self.path)
+            self._conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.execute(f"PRAGMA journal_mode = {self.journal_mode}")
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise PctkError(
+                f"{self.path}: cannot open the results database ({exc})",
+                f"check the path, or point --db / ${ENV_DB} at another file",
+            ) from None
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so two ingesters wait (busy timeout)
+        # instead of failing halfway with "database is locked".
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        return current_version(self._conn)
+
+    # --- records -------------------------------------------------------------------------
+
+    def add(self, record: dict[str, Any], raw_logs: Sequence[str | os.PathLike[str]] = ()) -> str:
+        """Store a validated record and copies of its raw logs; returns the record id.
+
+        Adding a record whose id is already stored changes nothing (ingestion is
+        idempotent, so a driver can re-ingest a whole folder).
+        """
+        validate_record(record)
+        rid = record["id"]
+        if self.has(rid):
+            return rid
+        created = utc_iso(record["created"])
+        cluster, instance_type = group_key(record)
+        nodes = (record.get("cluster") or {}).get("nodes")
+        logs = [self._keep_log(Path(p)) for p in raw_logs]
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO results (id, kind, created, cluster, instance_type, nodes, status,"
+                " record, ingested) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (rid, record["kind"], created, cluster, instance_type,
+                 nodes if isinstance(nodes, int) else None, record["verdict"]["status"],
+                 json.dumps(record, sort_keys=True), utc_iso(dt.datetime.now(dt.UTC))),
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO raw_logs (result_id, name, sha256, size)"
+                " VALUES (?, ?, ?, ?)",
+                [(rid, name, sha, size) for name, sha, size in logs],
+            )
+        return rid
+
+    def _keep_log(self, src: Path) -> tuple[str, str, int]:
+        if not src.is_file():
+            raise PctkError(f"raw log {src} does not exist or is not a file",
+                            "pass existing log files, or drop them from the record")
+        sha = _sha256(src)
+        dest = self.logs_dir / sha[:2] / sha
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=dest.parent)
+            os.close(fd)
+            try:
+                shutil.copyfile(src, tmp)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, dest)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return src.name, sha, src.stat().st_size
+
+    def has(self, rid: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM results WHERE id = ?", (rid,)).fetchone()
+        return row is not None
+
+    def resolve_id(self, ref: str) -> str:
+        """A full id or a unique prefix (at least 4 characters) -> the full id."""
+        if self.has(ref):
+            return ref
+        if len(ref) >= 4:
+            rows = self._conn.execute(
+                "SELECT id FROM results WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
+                (ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+            ).fetchall()
+            if len(rows) == 1:
+                return str(rows[0]["id"])
+            if len(rows) > 1:
+                raise PctkError(f"result id prefix {ref!r} is ambiguous", "give more characters")
+        raise PctkError(f"no result with id {ref!r} in {self.path}",
+                        "see `pctk results list` for the ids")
+
+    def get(self, rid: str) -> dict[str, Any]:
+        row = self._conn.execute(
+            "SELECT record FROM results WHERE id = ?", (self.resolve_id(rid),)
+        ).fetchone()
+        return dict(json.loads(row["record"]))
+
+    def logs(self, rid: str) -> builtins.list[StoredLog]:
+        rows = self._conn.execute(
+            "SELECT name, sha256, size FROM raw_logs WHERE result_id = ? ORDER BY name",
+            (self.resolve_id(rid),),
+        ).fetchall()
+        return [StoredLog(r["name"], r["sha256"], r["size"],
+                          self.logs_dir / r["sha256"][:2] / r["sha256"]) for r in rows]
+
+    def list(
+        self,
+        kind: str | None = None,
+        cluster: str | None = None,
+        instance_type: str | None = None,
+        since: str | dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """Records, newest first, filtered on whatever is given."""
+        where, args = [], []
+        for column, value in (("kind", kind), ("cluster", cluster),
+                              ("instance_type", instance_type)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if since is not None:
+            where.append("created >= ?")
+            args.append(utc_iso(since))
+        sql = "SELECT record FROM results"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created DESC, ingested DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        return [json.loads(r["record"]) for r in self._conn.execute(sql, args)]
+
+    def latest(self, kind: str) -> builtins.list[dict[str, Any]]:
+        """The newest record of ``kind`` for each (cluster, instance type)."""
+        seen: dict[tuple[str, str], dict[str, Any]] = {}
+        for record in self.list(kind=kind):
+            seen.setdefault(group_key(record), record)
+        return [seen[key] for key in sorted(seen)]
+
+    # --- baselines -----------------------------------------------------------------------
+
+    def set_baseline(self, rid: str) -> tuple[str, str, str]:
+        """Make a result the baseline of its (cluster, instance type, kind); returns that key."""
+        record = self.get(rid)
+        key = (*group_key(record), record["kind"])
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO baselines (cluster, instance_type, kind, result_id,"
+                " set_at) VALUES (?, ?, ?, ?, ?)",
+                (*key, record["id"], utc_iso(dt.datetime.now(dt.UTC))),
+            )
+        return key
+
+    def baseline(self, cluster: str | None, instance_type: str | None,
+                 kind: str) -> dict[str, Any] | None:
+        row = self._conn.execute(
+            "SELECT r.record FROM baselines b JOIN results r ON r.id = b.result_id"
+            " WHERE b.cluster = ? AND b.instance_type = ? AND b.kind = ?",
+            (cluster or "", instance_type or "", kind),
+        ).fetchone()
+        return json.loads(row["record"]) if row else None
+
+    def baselines(self) -> builtins.list[dict[str, str]]:
+        rows = self._conn.execute(
+            "SELECT cluster, instance_type, kind, result_id, set_at FROM baselines"
+            " ORDER BY cluster, instance_type, kind"
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+        " applied TEXT NOT NULL)"
+    )
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Apply the missing migrations up to ``target``; returns the version reached."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = current_version(conn)
+        if version > SCHEMA_VERSION:
+            raise PctkError(
+                f"results database schema version {version} is newer than this pctk "
+                f"understands ({SCHEMA_VERSION})",
+                "upgrade pctk, or use another --db",
+            )
+        for number in range(version + 1, target + 1):
+            for statement in MIGRATIONS[number - 1].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)",
+                (number, utc_iso(dt.datetime.now(dt.UTC))),
+            )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return max(version, target)
