@@ -1,0 +1,68 @@
+"""Test helpers around a running twin: submit a script, wait, read its output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.local.twin import Twin
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+            "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+
+
+@dataclass
+class TwinHandle:
+    twin: Twin
+    env: dict[str, str]
+    workdir: Path
+    _n: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def state_dir(self) -> Path:
+        return self.twin.state_dir
+
+    def cmd(self, *argv: str, check: bool = True, timeout: float = 60
+            ) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(list(argv), capture_output=True, text=True, env=self.env,
+                           timeout=timeout, cwd=self.workdir)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{argv} failed ({r.returncode}): {r.stderr.strip()}")
+        return r
+
+    def sbatch(self, script: str, *sbatch_args: str) -> tuple[str, Path]:
+        """Submit script text; returns (job id, path of its stdout file)."""
+        self._n[0] += 1
+        fd, path = tempfile.mkstemp(prefix="job-", suffix=".sh", dir=self.workdir)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(script if script.startswith("#!") else "#!/bin/bash\n" + script)
+        out = self.workdir / f"job-{self._n[0]}-%j.out"
+        r = self.cmd("sbatch", "--parsable", f"--output={out}", *sbatch_args, path)
+        job_id = r.stdout.strip().split(";")[0]
+        return job_id, Path(str(out).replace("%j", job_id))
+
+    def state(self, job_id: str) -> str:
+        r = self.cmd("sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State", check=False)
+        states = [s.split()[0] for s in r.stdout.split() if s.strip()]
+        return states[-1] if states else "UNKNOWN"
+
+    def wait(self, job_id: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.state(job_id)
+            if st.startswith(TERMINAL):
+                return st
+            time.sleep(0.5)
+        self.cmd("scancel", job_id, check=False)
+        raise AssertionError(f"job {job_id} not finished after {timeout}s (state {st})")
+
+    def run(self, script: str, *sbatch_args: str, timeout: float = 120) -> tuple[str, str]:
+        """Submit, wait for the end; returns (final sacct state, the job's stdout)."""
+        job_id, out = self.sbatch(script, *sbatch_args)
+        st = self.wait(job_id, timeout)
+        text = out.read_text(errors="replace") if out.exists() else ""
+        return st, text
