@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from benchmarks.fsdp.model import ModelArgs
+from benchmarks.fsdp.config import ModelArgs
 
 # Dense bf16 tensor-core peak per GPU in TFLOP/s, matched against torch.cuda.get_device_name.
 # Sources: NVIDIA datasheets; they print the 2:4-sparsity figure, dense is half of it.

@@ -36,8 +36,10 @@ from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
 from benchmarks.fsdp.optim import SCHEDULES, OptimConfig, build_optimizer
 from benchmarks.fsdp.parallelize import ParallelConfig, build_mesh, materialise, parallelize
 
-# test-only: exit hard right after this step (and its checkpoint) in a run that did not resume
+# test-only hooks, honoured only by a run that did not resume: right after this step (and its
+# checkpoint) exit hard, or sleep so a test can requeue the job from outside
 CRASH_ENV = "PCTK_FSDP_CRASH_AT_STEP"
+HOLD_ENV = "PCTK_FSDP_HOLD_AFTER_STEP"
 META_INIT_ABOVE = 2_000_000_000  # parameters; bigger models are built on the meta device
 
 
@@ -142,7 +144,6 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
             f"({load_timing.gb_per_s:.2f} GB/s)")
 
     saves: list[checkpoint.Timing] = []
-    crash_at = int(os.environ.get(CRASH_ENV, "0") or 0) if completed is None else 0
     for step in range(start_step + 1, cfg.steps + 1):
         start = time.perf_counter()
         inputs, targets = data.local_batch(step, device)
@@ -170,9 +171,8 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
             saves.append(timing)
             log(f"checkpoint step {step}: {timing.bytes / 1e9:.3f} GB in {timing.seconds:.2f}s "
                 f"({timing.gb_per_s:.2f} GB/s)")
-        if step == crash_at:
-            print(f"{CRASH_ENV}={crash_at}: exiting hard", flush=True)
-            os._exit(17)
+        if completed is None:
+            _test_hooks(step)
 
     peak_mem, mem_kind = peak_memory_gib(device)
     return {
@@ -190,6 +190,15 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
         },
     }
+
+
+def _test_hooks(step: int) -> None:
+    if step == int(os.environ.get(CRASH_ENV) or 0):
+        print(f"{CRASH_ENV}={step}: exiting hard", flush=True)
+        os._exit(17)
+    if step == int(os.environ.get(HOLD_ENV) or 0):
+        log(f"{HOLD_ENV}={step}: holding for up to 10 minutes")
+        time.sleep(600)
 
 
 def _latest_checkpoint(cfg: TrainConfig) -> int | None:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from fsdp_launch import TINY, run_ranks
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from benchmarks.fsdp.data import SyntheticBatches
 from benchmarks.fsdp.model import Transformer, preset
 from benchmarks.fsdp.optim import OptimConfig, build_optimizer
+from tests.fsdp.fsdp_launch import TINY, run_ranks
 
 STEPS = 4
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fsdp_launch import TINY, run_ranks
 
 from benchmarks.fsdp.checkpoint import MARKER, complete_steps, step_dir
 from benchmarks.fsdp.train import CRASH_ENV
+from tests.fsdp.fsdp_launch import TINY, run_ranks
 
 ARGS = [*TINY, "--steps", "10", "--ckpt-every", "5", "--warmup-steps", "3"]
 

@@ -1,0 +1,1 @@
+"""FSDP benchmark tests (CPU, gloo)."""
