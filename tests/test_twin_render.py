@@ -1,0 +1,85 @@
+"""The twin's rendered Slurm files, against golden files, for fixed ports and paths.
+
+Regenerate after an intended change with: PCTK_UPDATE_GOLDEN=1 pytest tests/test_twin_render.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from toolkit.config.model import load_topology
+from toolkit.local.plan import Ports, build_plan
+from toolkit.local.render import render_gres_conf, render_slurm_conf, render_slurmdbd_conf
+from toolkit.paths import list_presets, preset_path
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXED = {
+    "ports": Ports(6817, 6819, 3306, 6900),
+    "hostname": "headnode",
+    "host": (2, 24000),
+    "user": "slurm",
+}
+
+
+def _plan(preset: str, nodes: int | None = None):
+    topo = load_topology(preset_path(preset))
+    # a stable config path in the golden file, wherever the repo is checked out
+    topo = type(topo)(topo.name, f"cluster-configs/{preset}.yaml", topo.queues, topo.accounting)
+    return build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], nodes_per_resource=nodes,
+                      hostname=FIXED["hostname"], host=FIXED["host"], user=FIXED["user"])
+
+
+def _check(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("PCTK_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"golden file {path} missing: run with PCTK_UPDATE_GOLDEN=1"
+    assert text == path.read_text()
+
+
+def test_p5_training_slurm_conf_matches_golden():
+    _check("p5-training.slurm.conf", render_slurm_conf(_plan("p5-training")))
+
+
+def test_p5_training_gres_conf_matches_golden():
+    _check("p5-training.gres.conf", render_gres_conf(_plan("p5-training")))
+
+
+def test_slurmdbd_conf_matches_golden():
+    _check("p5-training.slurmdbd.conf", render_slurmdbd_conf(_plan("p5-training"), "secret"))
+
+
+def test_p5_plan_mirrors_parallelcluster_names_and_gpus():
+    plan = _plan("p5-training")
+    assert dict(plan.partitions) == {
+        "gpu": tuple(f"gpu-st-p5-{i}" for i in range(1, 5)),
+        "cpu": tuple(f"cpu-dy-c5-{i}" for i in range(1, 5)),
+    }
+    gpu = plan.nodes[0]
+    assert gpu.gres == "gpu:h100:8" and gpu.gpu_count == 8
+    assert gpu.cpus == 8  # one task per GPU fits even on a 2-core host
+    cpu = next(n for n in plan.nodes if n.partition == "cpu")
+    assert cpu.gres is None and cpu.cpus == 2
+    assert len({n.port for n in plan.nodes}) == len(plan.nodes)
+
+
+def test_nodes_cap_keeps_static_nodes_first():
+    plan = _plan("p5-training", nodes=2)
+    assert [n.name for n in plan.nodes] == ["gpu-st-p5-1", "gpu-st-p5-2",
+                                           "cpu-dy-c5-1", "cpu-dy-c5-2"]
+    assert any("raise with --nodes" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize("preset", list_presets())
+def test_every_preset_can_be_mirrored(preset):
+    topo = load_topology(preset_path(preset))
+    plan = _plan(preset, nodes=2)
+    assert [p for p, _ in plan.partitions] == [q.name for q in topo.queues]
+    conf = render_slurm_conf(plan)
+    for q in topo.queues:
+        assert f"PartitionName={q.name} " in conf
+    for n in plan.nodes:
+        assert n.name.startswith(f"{n.partition}-st-") or n.name.startswith(f"{n.partition}-dy-")
