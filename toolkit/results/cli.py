@@ -1,0 +1,366 @@
+"""``pctk results`` (list, show, add, compare, baseline, prometheus) and ``pctk report``.
+
+Exit codes: 0 ok, 1 a regression was found, 2 unusable input (bad file, unknown id, no
+baseline). matplotlib is imported only by ``pctk report``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from toolkit.errors import PctkError
+from toolkit.results import metrics as m
+from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
+from toolkit.results.store import ENV_DB, ResultStore, group_key, parse_since
+
+app = typer.Typer(help="Stored benchmark and health results: list, compare, export.",
+                  no_args_is_help=True)
+
+DB_OPTION = typer.Option(None, "--db", envvar=ENV_DB, help="Results database file "
+                         "(default: <state home>/results.db).")
+JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output.")
+THRESHOLD_OPTION = typer.Option(
+    f"{DEFAULT_THRESHOLD:g}", "--threshold",
+    help="Relative drop that counts as a regression: 0.05 or 5%.")
+
+FILES_ARGUMENT = typer.Argument(..., metavar="FILE...", help="Result record JSON files.")
+LOGS_OPTION = typer.Option([], "--log", help="Extra raw log to keep (repeatable).")
+PROM_OUT_OPTION = typer.Option(
+    None, "--out", help="Textfile to write atomically, e.g. "
+    "/var/lib/node_exporter/textfile_collector/pctk.prom; stdout when omitted.")
+REPORT_OUT_OPTION = typer.Option(Path("report.html"), "--out", help="HTML file to write.")
+
+
+def parse_threshold(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise PctkError(f"--threshold {text!r} is not a fraction between 0 and 1",
+                        "use e.g. 0.05 or 5%")
+    return value
+
+
+def emit_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def _short(rid: str) -> str:
+    return rid[:12]
+
+
+def summary(record: dict[str, Any], baseline_ids: set[str]) -> dict[str, Any]:
+    cluster, instance_type = group_key(record)
+    return {
+        "id": record["id"], "created": record["created"], "kind": record["kind"],
+        "cluster": cluster or None, "instance_type": instance_type or None,
+        "nodes": (record.get("cluster") or {}).get("nodes"),
+        "status": record["verdict"]["status"], "headline": m.headline(record),
+        "baseline": record["id"] in baseline_ids,
+    }
+
+
+@app.command("list")
+def list_results(
+    kind: str | None = typer.Option(None, "--kind", help="nccl-tests, collectives, fsdp, health."),
+    cluster: str | None = typer.Option(None, "--cluster"),
+    instance_type: str | None = typer.Option(None, "--instance-type"),
+    since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
+    limit: int = typer.Option(20, "--limit", min=1),
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stored results, newest first."""
+    with ResultStore(db) as store:
+        records = store.list(kind=kind, cluster=cluster, instance_type=instance_type,
+                             since=parse_since(since) if since else None, limit=limit)
+        baseline_ids = {b["result_id"] for b in store.baselines()}
+    rows = [summary(r, baseline_ids) for r in records]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(title=f"{len(rows)} result(s)")
+    for column in ("id", "created", "kind", "cluster", "instance type", "nodes", "verdict"):
+        table.add_column(column, no_wrap=column in ("id", "created", "kind"))
+    table.add_column("figures")
+    for row in rows:
+        table.add_row(_short(row["id"]) + (" *" if row["baseline"] else ""), row["created"],
+                      row["kind"], row["cluster"] or "?", row["instance_type"] or "?",
+                      str(row["nodes"] or "?"), row["status"], row["headline"])
+    console = Console()
+    console.print(table)
+    if any(r["baseline"] for r in rows):
+        console.print("* baseline of its cluster / instance type / kind")
+
+
+@app.command("show")
+def show(
+    result_id: str = typer.Argument(..., metavar="ID", help="Result id or a unique prefix."),
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """One result: where it ran, the software, its figures and its stored raw logs."""
+    with ResultStore(db) as store:
+        record = store.get(result_id)
+        logs = store.logs(record["id"])
+    if as_json:
+        emit_json({"record": record, "stored_logs": [
+            {"name": log.name, "sha256": log.sha256, "size": log.size, "path": str(log.path)}
+            for log in logs]})
+        return
+    console = Console()
+    envelope = Table(show_header=False, title=f"{record['kind']} result {record['id']}")
+    cluster = record.get("cluster") or {}
+    for key, value in (("created", record["created"]), ("cluster", cluster.get("name")),
+                       ("instance type", cluster.get("instance_type")),
+                       ("nodes", cluster.get("nodes")), ("job", cluster.get("job_id")),
+                       ("verdict", record["verdict"]["status"]),
+                       ("reasons", "; ".join(record["verdict"].get("reasons") or [])),
+                       ("figures", m.headline(record))):
+        envelope.add_row(key, "" if value is None else str(value))
+    for key, value in sorted((record.get("software") or {}).items()):
+        if value is not None:
+            envelope.add_row(f"software.{key}", str(value))
+    console.print(envelope)
+    _print_details(console, record)
+    for log in logs:
+        console.print(f"raw log {log.name} ({log.size} bytes): {log.path}")
+
+
+def _print_details(console: Console, record: dict[str, Any]) -> None:
+    for name, points in m.busbw_curves(record).items():
+        table = Table(title=f"{name} busbw")
+        table.add_column("size", justify="right")
+        table.add_column("busbw GB/s", justify="right")
+        for point in points:
+            table.add_row(m.format_size(point.size), f"{point.busbw:.2f}")
+        console.print(table)
+    scalars = m.training_scalars(record)
+    if scalars:
+        table = Table(title="training")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key, value in sorted(scalars.items()):
+            table.add_row(key, f"{value:,.4g}")
+        console.print(table)
+    matrix = m.health_matrix(record)
+    if matrix:
+        checks = sorted({c for row in matrix.values() for c in row})
+        table = Table(title="health")
+        table.add_column("node")
+        for check in checks:
+            table.add_column(check)
+        colours = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
+        for node, row in sorted(matrix.items()):
+            cells = []
+            for check in checks:
+                status = row[check].status if check in row else "-"
+                cells.append(f"[{colours.get(status, 'dim')}]{status}[/]")
+            table.add_row(node, *cells)
+        console.print(table)
+        for node, row in sorted(matrix.items()):
+            for check, cell in sorted(row.items()):
+                if cell.status in ("WARN", "FAIL"):
+                    fix = f" (fix: {cell.remedy})" if cell.remedy else ""
+                    console.print(f"{cell.status} {node} {check}: {cell.message}{fix}",
+                                  markup=False)
+
+
+@app.command("add")
+def add(
+    files: list[Path] = FILES_ARGUMENT,
+    logs: list[Path] = LOGS_OPTION,
+    make_baseline: bool = typer.Option(False, "--baseline",
+                                       help="Also make each added result the baseline."),
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Ingest record files written by node-side jobs, with their raw logs."""
+    from toolkit.results.ingest import ingest_files
+
+    with ResultStore(db) as store:
+        done = ingest_files(store, files, logs)
+        if make_baseline:
+            for item in done:
+                store.set_baseline(item.id)
+        db_path = store.path
+    if as_json:
+        emit_json({"db": str(db_path), "added": [
+            {"file": str(d.path), "id": d.id, "kind": d.kind, "new": d.new, "logs": d.logs,
+             "missing_logs": d.missing_logs} for d in done]})
+        return
+    for d in done:
+        state = "added" if d.new else "already stored"
+        typer.echo(f"{state} {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
+        for missing in d.missing_logs:
+            typer.echo(f"warning: {d.path} names raw log {missing}, which does not exist",
+                       err=True)
+    typer.echo(f"database: {db_path}")
+
+
+@app.command("baseline")
+def baseline(
+    result_id: str | None = typer.Argument(None, metavar="[ID]",
+                                           help="Make this result the baseline; omit to list."),
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Set the baseline of a result's cluster / instance type / kind, or list baselines."""
+    with ResultStore(db) as store:
+        if result_id is not None:
+            cluster, instance_type, kind = store.set_baseline(result_id)
+            rid = store.resolve_id(result_id)
+            if as_json:
+                emit_json({"id": rid, "cluster": cluster, "instance_type": instance_type,
+                           "kind": kind})
+            else:
+                typer.echo(f"baseline for {cluster or '?'} / {instance_type or '?'} / {kind}: "
+                           f"{rid}")
+            return
+        rows = store.baselines()
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(title="baselines")
+    for column in ("cluster", "instance type", "kind", "result", "set at"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["cluster"] or "?", row["instance_type"] or "?", row["kind"],
+                      _short(row["result_id"]), row["set_at"])
+    Console().print(table)
+
+
+@app.command("compare")
+def compare(
+    result_id: str | None = typer.Argument(
+        None, metavar="[ID]", help="Result to judge; omit for the latest of each kind."),
+    against: str | None = typer.Option(None, "--against", metavar="ID",
+                                       help="Compare with this result, not the baseline."),
+    kind: str | None = typer.Option(None, "--kind"),
+    cluster: str | None = typer.Option(None, "--cluster"),
+    instance_type: str | None = typer.Option(None, "--instance-type"),
+    threshold: str = THRESHOLD_OPTION,
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Flag busbw, tokens/s, MFU drops and new health FAILs against the baseline (exit 1)."""
+    limit = parse_threshold(threshold)
+    with ResultStore(db) as store:
+        comparisons = _comparisons(store, result_id, against, kind, cluster, instance_type,
+                                   limit)
+    regressed = any(c.regressions for c in comparisons)
+    if as_json:
+        emit_json({"regressed": regressed, "comparisons": [c.to_json() for c in comparisons]})
+    else:
+        _print_comparisons(comparisons)
+    if regressed:
+        # SystemExit, not typer.Exit: toolkit.cli.main runs click with standalone_mode=False,
+        # where click turns Exit into a return value that main() does not pass on.
+        raise SystemExit(1)
+
+
+def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
+                 kind: str | None, cluster: str | None, instance_type: str | None,
+                 threshold: float) -> list[Comparison]:
+    if result_id is not None:
+        current = store.get(result_id)
+        base = store.get(against) if against else store.baseline(*group_key(current),
+                                                                 current["kind"])
+        if base is None:
+            key = group_key(current)
+            raise PctkError(
+                f"no {current['kind']} baseline for {key[0] or '?'} / {key[1] or '?'}",
+                "set one with `pctk results baseline ID`, or pass --against ID")
+        if base["kind"] != current["kind"]:
+            raise PctkError(f"cannot compare a {current['kind']} result with a "
+                            f"{base['kind']} result", "pick two results of the same kind")
+        return [compare_records(current, base, threshold)]
+    if against:
+        raise PctkError("--against needs a result ID to compare", "pass ID before --against")
+    comparisons = []
+    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health"]:
+        for current in store.latest(k):
+            key = group_key(current)
+            if (cluster is not None and key[0] != cluster) or (
+                    instance_type is not None and key[1] != instance_type):
+                continue
+            if (base := store.baseline(*key, k)) is not None:
+                comparisons.append(compare_records(current, base, threshold))
+    if not comparisons:
+        raise PctkError("no result has a baseline to compare against",
+                        "mark a good run with `pctk results baseline ID`")
+    return comparisons
+
+
+def _print_comparisons(comparisons: list[Comparison]) -> None:
+    console = Console()
+    for comp in comparisons:
+        table = Table(title=f"{comp.kind} {comp.cluster or '?'} / {comp.instance_type or '?'}: "
+                            f"{_short(comp.current_id)} vs baseline {_short(comp.baseline_id)}")
+        for column in ("metric", "where", "baseline", "latest", "change", ""):
+            table.add_column(column)
+        for p in comp.points:
+            change = f"{p.change * 100:+.1f}%" if p.change is not None else ""
+            flag = "[bold red]REGRESSION[/]" if p.regression else "[green]ok[/]"
+            table.add_row(p.metric, p.where, _value(p.baseline), _value(p.current), change, flag)
+        console.print(table)
+        for note in comp.notes:
+            console.print(f"note: {note}", markup=False)
+    found = sum(len(c.regressions) for c in comparisons)
+    threshold = comparisons[0].threshold if comparisons else DEFAULT_THRESHOLD
+    console.print(f"[bold red]{found} regression(s) beyond {threshold:.0%}[/]" if found
+                  else f"[green]no regressions beyond {threshold:.0%}[/]")
+
+
+def _value(value: float | str) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+
+
+@app.command("prometheus")
+def prometheus(
+    out: Path | None = PROM_OUT_OPTION,
+    threshold: str = THRESHOLD_OPTION,
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Latest results as gauges for node_exporter's textfile collector."""
+    from toolkit.results.prometheus import collect, render, write_textfile
+
+    limit = parse_threshold(threshold)
+    with ResultStore(db) as store:
+        if out is None:
+            typer.echo(render(collect(store, limit)), nl=False)
+            return
+        path, samples = write_textfile(store, out, limit)
+    if as_json:
+        emit_json({"path": str(path), "samples": samples})
+    else:
+        typer.echo(f"wrote {samples} samples to {path}")
+
+
+def report_command(
+    out: Path = REPORT_OUT_OPTION,
+    cluster: str | None = typer.Option(None, "--cluster"),
+    instance_type: str | None = typer.Option(None, "--instance-type"),
+    threshold: str = THRESHOLD_OPTION,
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write one self-contained HTML report: busbw, training, health, cluster summary."""
+    from toolkit.results.report import write_report
+
+    limit = parse_threshold(threshold)
+    with ResultStore(db) as store:
+        path = write_report(store, out, cluster, instance_type, limit)
+        count = len(store.list(cluster=cluster, instance_type=instance_type))
+    if as_json:
+        emit_json({"path": str(path), "results": count})
+    else:
+        typer.echo(f"wrote {path} ({count} results)")

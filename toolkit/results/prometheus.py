@@ -1,0 +1,147 @@
+"""Prometheus textfile-collector output: the latest result of each kind as gauges.
+
+node_exporter's textfile collector reads ``*.prom`` files in one folder; a file is written
+to a temporary name in that same folder and renamed, so a scrape never reads half of it
+(the temporary name starts with a dot and ends in ``.tmp``, which the collector ignores).
+Units follow Prometheus conventions: base units (bytes, seconds, FLOP/s), ratios 0..1.
+Status codes are Nagios style: 0 OK/PASS, 1 WARN, 2 FAIL, 3 UNKNOWN/SKIP.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.fsutil import atomic_write_text
+from toolkit.results import metrics as m
+from toolkit.results.compare import compare_records
+from toolkit.results.store import ResultStore, group_key
+
+VERDICT_CODE = {"PASS": 0, "WARN": 1, "FAIL": 2, "UNKNOWN": 3}
+HEALTH_CODE = {"OK": 0, "WARN": 1, "FAIL": 2, "SKIP": 3, "UNKNOWN": 3}
+GB = 1e9  # nccl-tests' GB/s are decimal gigabytes
+GIB = float(1 << 30)
+
+# fsdp metric key -> (family, help, scale to base unit)
+TRAINING_FAMILIES = {
+    "tokens_per_s_per_gpu": ("pctk_fsdp_gpu_tokens_per_second",
+                             "Training throughput per GPU, tokens per second.", 1.0),
+    "tflops_per_gpu": ("pctk_fsdp_gpu_flops_per_second",
+                       "Achieved model FLOP/s per GPU.", 1e12),
+    "step_time_p50_s": ("pctk_fsdp_step_p50_seconds", "Median training step time.", 1.0),
+    "step_time_p90_s": ("pctk_fsdp_step_p90_seconds", "90th percentile training step time.",
+                        1.0),
+    "peak_memory_gib": ("pctk_fsdp_peak_memory_bytes", "Peak GPU memory allocated.", GIB),
+    "checkpoint_save_s": ("pctk_fsdp_checkpoint_save_seconds",
+                          "Time to save a distributed checkpoint.", 1.0),
+    "checkpoint_load_s": ("pctk_fsdp_checkpoint_load_seconds",
+                          "Time to load a distributed checkpoint.", 1.0),
+    "checkpoint_save_gbps": ("pctk_fsdp_checkpoint_save_bytes_per_second",
+                             "Checkpoint save throughput.", GB),
+    "checkpoint_load_gbps": ("pctk_fsdp_checkpoint_load_bytes_per_second",
+                             "Checkpoint load throughput.", GB),
+}
+
+
+@dataclass
+class Family:
+    name: str
+    help: str
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    def add(self, labels: dict[str, str], value: float) -> None:
+        self.samples.append((labels, value))
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+def render(families: list[Family]) -> str:
+    lines: list[str] = []
+    for family in sorted(families, key=lambda f: f.name):
+        if not family.samples:
+            continue
+        lines.append(f"# HELP {family.name} {family.help.replace(chr(92), chr(92) * 2)}")
+        lines.append(f"# TYPE {family.name} gauge")
+        for labels, value in sorted(family.samples, key=lambda s: sorted(s[0].items())):
+            body = ",".join(f'{k}="{escape_label(v)}"' for k, v in sorted(labels.items()))
+            lines.append(f"{family.name}{{{body}}} {format_value(value)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _group_labels(record: dict[str, Any]) -> dict[str, str]:
+    cluster, instance_type = group_key(record)
+    return {"cluster": cluster or "unknown", "instance_type": instance_type or "unknown"}
+
+
+def collect(store: ResultStore, threshold: float) -> list[Family]:
+    fams: dict[str, Family] = {}
+
+    def family(name: str, help_text: str) -> Family:
+        return fams.setdefault(name, Family(name, help_text))
+
+    for kind in ("nccl-tests", "collectives", "fsdp", "health"):
+        for record in store.latest(kind):
+            group = _group_labels(record)
+            labels = {**group, "kind": kind}
+            created = dt.datetime.fromisoformat(record["created"].replace("Z", "+00:00"))
+            family("pctk_result_timestamp_seconds",
+                   "When the latest result of this kind was measured (Unix time)."
+                   ).add(labels, created.timestamp())
+            family("pctk_result_verdict_status",
+                   "Verdict of the latest result: 0 PASS, 1 WARN, 2 FAIL, 3 UNKNOWN."
+                   ).add(labels, VERDICT_CODE.get(record["verdict"]["status"], 3))
+            baseline = store.baseline(*group_key(record), kind)
+            if baseline is not None:
+                found = compare_records(record, baseline, threshold).regressions
+                family("pctk_baseline_regressions",
+                       "Figures of the latest result that regressed against the baseline."
+                       ).add(labels, len(found))
+            _add_kind_samples(record, labels, group, family)
+    return list(fams.values())
+
+
+def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dict[str, str],
+                      family: Any) -> None:
+    for name, points in m.busbw_curves(record).items():
+        for point in points:
+            family("pctk_busbw_bytes_per_second",
+                   "Collective bus bandwidth by message size (nccl-tests busbw)."
+                   ).add({**labels, "collective": name, "size": str(point.size)},
+                         point.busbw * GB)
+    for name, value in m.avg_busbw(record).items():
+        family("pctk_busbw_average_bytes_per_second",
+               "Mean bus bandwidth over all message sizes of the sweep."
+               ).add({**labels, "collective": name}, value * GB)
+    scalars = m.training_scalars(record)
+    if "mfu" in scalars:
+        family("pctk_fsdp_mfu_ratio", "Model FLOPs utilisation, 0 to 1.").add(
+            group, m.mfu_fraction(scalars["mfu"]))
+    for key, (name, help_text, scale) in TRAINING_FAMILIES.items():
+        if key in scalars:
+            family(name, help_text).add(group, scalars[key] * scale)
+    for node, checks in m.health_matrix(record).items():
+        for check, cell in checks.items():
+            family("pctk_health_check_status",
+                   "Health check status per node: 0 OK, 1 WARN, 2 FAIL, 3 SKIP/UNKNOWN."
+                   ).add({**group, "node": node, "check": check}, HEALTH_CODE[cell.status])
+
+
+def write_textfile(store: ResultStore, out: Path, threshold: float) -> tuple[Path, int]:
+    """Write the exposition file atomically; returns the path and the number of samples."""
+    families = collect(store, threshold)
+    text = render(families)
+    atomic_write_text(out, text, mode=0o644)
+    return out, sum(len(f.samples) for f in families)
