@@ -25,7 +25,7 @@ class ComputeResource:
     disable_hyperthreading: bool = False
 
     def node_names(self, queue: str, limit: int | None = None) -> list[str]:
-        """ParallelCluster node names: static ``<q>-st-<cr>-<i>`` first, then ``<q>-dy-<cr>-<i>``."""
+        """ParallelCluster node names: static ``<q>-st-<cr>-<i>``, then ``<q>-dy-<cr>-<i>``."""
         total = self.max_count if limit is None else min(self.max_count, limit)
         static = min(self.min_count, total)
         names = [f"{queue}-st-{self.name}-{i}" for i in range(1, static + 1)]

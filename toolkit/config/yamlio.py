@@ -15,16 +15,35 @@ from toolkit.errors import PctkError
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_DEPTH = 64
+MAX_NODES = 200_000
+
+
+class YamlSyntaxError(PctkError):
+    """Unparseable or refused YAML, with the 1-based line and column where known."""
+
+    def __init__(self, message: str, hint: str | None = None, *,
+                 line: int | None = None, column: int | None = None, problem: str = ""):
+        super().__init__(message, hint)
+        self.line = line
+        self.column = column
+        self.problem = problem or message
 
 
 def _depth(node: yaml.Node, limit: int) -> int:
+    """Nesting depth, capped: stops early past ``limit`` or past MAX_NODES expanded nodes.
+
+    Aliases make the node graph a DAG whose expansion can be exponential ("billion laughs"),
+    so a document that expands past MAX_NODES counts as too deep as well.
+    """
     stack: list[tuple[yaml.Node, int]] = [(node, 1)]
     deepest = 0
+    visited = 0
     while stack:
         cur, d = stack.pop()
+        visited += 1
         deepest = max(deepest, d)
-        if deepest > limit:
-            return deepest
+        if deepest > limit or visited > MAX_NODES:
+            return limit + 1
         if isinstance(cur, yaml.MappingNode):
             for k, v in cur.value:
                 stack.append((k, d + 1))
@@ -62,18 +81,24 @@ def load_yaml_text(text: str, name: str = "<string>") -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        raise PctkError(
+        raise YamlSyntaxError(
             f"{where}: YAML syntax error: {exc.problem or exc.context}",
             "fix the YAML at that line (indentation, quotes, a missing ':')",
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            problem=f"YAML syntax error: {exc.problem or exc.context}",
         ) from None
     except yaml.YAMLError as exc:
         raise PctkError(f"{name}: YAML error: {exc}") from None
     if node is None:
         return None
     if _depth(node, MAX_DEPTH) > MAX_DEPTH:
-        raise PctkError(f"{name}: YAML nested deeper than {MAX_DEPTH} levels; refused")
+        raise PctkError(
+            f"{name}: YAML nested deeper than {MAX_DEPTH} levels or expanding to more than "
+            f"{MAX_NODES} nodes; refused"
+        )
     try:
-        return yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+        return yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
@@ -87,3 +112,50 @@ def load_yaml_text(text: str, name: str = "<string>") -> Any:
 
 def load_yaml(path: str | Path) -> Any:
     return load_yaml_text(read_text(path), str(path))
+
+
+def compose_yaml_text(text: str, name: str = "<string>") -> tuple[Any, yaml.Node | None]:
+    """Parse YAML safely and return ``(data, root node)``; the node feeds a line map.
+
+    Same refusals as :func:`load_yaml_text` (tags, depth); errors are :class:`YamlSyntaxError`.
+    """
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        problem = f"YAML syntax error: {exc.problem or exc.context}"
+        raise YamlSyntaxError(
+            f"{where}: {problem}",
+            "fix the YAML at that line (indentation, quotes, a missing ':')",
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            problem=problem,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(f"{name}: YAML error: {exc}") from None
+    if node is None:
+        return None, None
+    if _depth(node, MAX_DEPTH) > MAX_DEPTH:
+        raise YamlSyntaxError(
+            f"{name}: YAML nested deeper than {MAX_DEPTH} levels or expanding to more than "
+            f"{MAX_NODES} nodes; refused",
+            line=node.start_mark.line + 1,
+        )
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node), node
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        raise YamlSyntaxError(
+            f"{where}: unsupported YAML tag ({exc.problem})",
+            "ParallelCluster configs are plain YAML; remove the tag",
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            problem=f"unsupported YAML tag ({exc.problem})",
+        ) from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise YamlSyntaxError(f"{name}: YAML error: {exc}") from None
+    finally:
+        loader.dispose()
