@@ -15,6 +15,8 @@ from toolkit import __version__
 from toolkit.bench.cli import app as bench_app
 from toolkit.errors import PctkError
 from toolkit.local.cli import app as local_app
+from toolkit.results.cli import app as results_app
+from toolkit.results.cli import report_command
 
 app = typer.Typer(
     name="pctk",
@@ -30,6 +32,8 @@ app = typer.Typer(
 )
 app.add_typer(local_app, name="local")
 app.add_typer(bench_app, name="bench")
+app.add_typer(results_app, name="results")
+app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:

@@ -124,3 +124,23 @@ def health_record(fail: tuple[str, str] | None = None,
 
 def drop_above(size: int, factor: float) -> Callable[[int], float]:
     return lambda s: factor if s >= size else 1.0
+
+
+def fill_store(store: Any) -> None:
+    """A small history: two clusters, a busbw drop after the baseline, training over four
+    days, a health run with one failing node."""
+    base = store.add(nccl_record(created="2026-01-01T00:00:00Z"))
+    store.set_baseline(base)
+    store.add(nccl_record(scale=drop_above(4 << 30, 0.85), created="2026-01-05T00:00:00Z"))
+    store.add(collectives_record(created="2026-01-05T01:00:00Z"))
+    for day, (tokens, mfu) in enumerate([(5762, .34), (5790, .342), (5700, .337), (5300, .31)]):
+        rid = store.add(fsdp_record(tokens=tokens, mfu=mfu, created=f"2026-01-0{day + 1}T12:00Z"))
+        if day == 0:
+            store.set_baseline(rid)
+    for day, (tokens, mfu) in enumerate([(2400, .40), (2450, .41)]):
+        rec = fsdp_record(tokens=tokens, mfu=mfu, created=f"2026-01-0{day + 2}T12:00Z",
+                          name="train-b")
+        rec["cluster"]["instance_type"] = "p4d.24xlarge"
+        rec["software"]["nccl"] = "2.23.4"
+        store.add(rec)
+    store.add(health_record(fail=("gpu-st-p5-2", "gpu_count"), created="2026-01-05T02:00:00Z"))

@@ -1,0 +1,256 @@
+"""``pctk report``: one self-contained HTML file from the results database.
+
+Everything is inline (CSS, PNG plots as data URIs) and a Content-Security-Policy forbids
+any fetch, so the file can be mailed, attached to a ticket or opened offline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from toolkit.fsutil import atomic_write_text
+from toolkit.results import metrics as m
+from toolkit.results import plots
+from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
+from toolkit.results.store import ResultStore, group_key
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem;
+color:#1f2328;max-width:1200px}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{border-bottom:1px solid #d0d7de;padding-bottom:.3rem;
+margin-top:2rem}h3{font-size:1.05rem;margin-bottom:.4rem}
+.meta{color:#656d76;font-size:.9rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem}
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.OK,.PASS{background:#dafbe1}.WARN{background:#fff8c5}.FAIL{background:#ffebe9;font-weight:600}
+.SKIP,.UNKNOWN{background:#eaeef2;color:#656d76}
+.plots{display:flex;flex-wrap:wrap;gap:1rem}.plots img{max-width:100%;height:auto;
+border:1px solid #d0d7de}
+.empty{color:#656d76;font-style:italic}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def group_label(key: tuple[str, str]) -> str:
+    return f"{key[0] or '?'} / {key[1] or '?'}"
+
+
+def table(headers: Iterable[str] | None, rows: Iterable[Iterable[str]]) -> str:
+    """Cells are HTML already (escape on the way in); no header row when ``headers`` is None."""
+    head = ("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>"
+            if headers is not None else "")
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
+    return f"<table>{head}<tbody>{body}</tbody></table>"
+
+
+def td(value: Any, css: str = "", title: str = "") -> str:
+    attrs = (f' class="{esc(css)}"' if css else "") + (f' title="{esc(title)}"' if title else "")
+    return f"<td{attrs}>{esc(value)}</td>"
+
+
+def _img(uri: str, alt: str) -> str:
+    return f'<img src="{uri}" alt="{esc(alt)}">'
+
+
+def cluster_summary(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
+    parts = []
+    for key, records in sorted(groups.items()):
+        latest = records[0]
+        cluster = latest.get("cluster") or {}
+        kinds: dict[str, int] = defaultdict(int)
+        for record in records:
+            kinds[record["kind"]] += 1
+        hosts = sorted({h for r in records for h in (r.get("cluster") or {}).get("hosts") or []})
+        shown_hosts = ", ".join(hosts[:8]) + (f" … (+{len(hosts) - 8})" if len(hosts) > 8 else "")
+        facts = [
+            ("cluster", key[0] or "?"), ("instance type", key[1] or "?"),
+            ("nodes (latest run)", cluster.get("nodes") if cluster.get("nodes") else "?"),
+            ("partition", cluster.get("partition") or "?"),
+            ("hosts seen", shown_hosts or "?"),
+            ("results", ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))),
+            ("first / latest", f"{records[-1]['created']} / {latest['created']}"),
+        ]
+        seen: dict[str, list[str]] = defaultdict(list)
+        for record in records:  # newest first, so each list starts with the current value
+            for name, value in (record.get("software") or {}).items():
+                if value is not None and str(value) not in seen[name]:
+                    seen[name].append(str(value))
+        software_rows = [
+            [td(name), td(values[0]), td(", ".join(values[1:]) or "—")]
+            for name, values in sorted(seen.items())
+        ]
+        parts.append(
+            f"<h3>{esc(group_label(key))}</h3>"
+            + table(None, [[f"<th>{esc(k)}</th>", td(v)] for k, v in facts])
+            + (table(["software", "latest", "also seen"], software_rows) if software_rows
+               else '<p class="empty">no software versions recorded</p>')
+        )
+    return "".join(parts) or '<p class="empty">no results in the database</p>'
+
+
+def regressions_section(comparisons: list[Comparison]) -> str:
+    if not comparisons:
+        return ('<p class="empty">no baselines set: mark a good run with '
+                "<code>pctk results baseline ID</code></p>")
+    rows = []
+    for comp in comparisons:
+        for point in comp.points or []:
+            change = f"{point.change * 100:+.1f}%" if point.change is not None else "—"
+            rows.append([
+                td(group_label((comp.cluster, comp.instance_type))), td(comp.kind),
+                td(point.metric), td(point.where), td(_fmt(point.baseline), "num"),
+                td(_fmt(point.current), "num"),
+                td(change, "FAIL" if point.regression else "OK"),
+            ])
+        for note in comp.notes:
+            rows.append([td(group_label((comp.cluster, comp.instance_type))), td(comp.kind),
+                         td("note"), td(note), td(""), td(""), td("")])
+    found = sum(len(c.regressions) for c in comparisons)
+    verdict = (f'<p class="FAIL">{found} regression(s) beyond '
+               f"{comparisons[0].threshold * 100:.0f}%</p>" if found
+               else '<p class="OK">no regressions against the baselines</p>')
+    return verdict + table(
+        ["cluster / type", "kind", "metric", "where", "baseline", "latest", "change"], rows)
+
+
+def _fmt(value: float | str) -> str:
+    return f"{value:,.4g}" if isinstance(value, float) else str(value)
+
+
+def interconnect_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
+    parts = []
+    for kind in m.BUSBW_KINDS:
+        for record in store.latest(kind):
+            key = group_key(record)
+            if key not in groups:
+                continue
+            baseline = store.baseline(*key, kind)
+            base_curves = m.busbw_curves(baseline) if baseline else {}
+            title = f"{group_label(key)} ({kind}, {record['created']})"
+            images = [
+                _img(plots.busbw_chart(name, points, base_curves.get(name), group_label(key)),
+                     f"{name} busbw against message size, {title}")
+                for name, points in sorted(m.busbw_curves(record).items())
+            ]
+            parts.append(f"<h3>{esc(title)}</h3><p class=\"meta\">{esc(m.headline(record))}</p>"
+                         + (f'<div class="plots">{"".join(images)}</div>' if images
+                            else '<p class="empty">no busbw rows in this record</p>'))
+    return "".join(parts) or '<p class="empty">no nccl-tests or collectives results</p>'
+
+
+def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
+    tokens: plots.TimeSeries = defaultdict(list)
+    mfu: plots.TimeSeries = defaultdict(list)
+    for record in store.list(kind="fsdp"):
+        key = group_key(record)
+        if key not in groups:
+            continue
+        when = dt.datetime.fromisoformat(record["created"].replace("Z", "+00:00"))
+        scalars = m.training_scalars(record)
+        if "tokens_per_s_per_gpu" in scalars:
+            tokens[group_label(key)].append((when, scalars["tokens_per_s_per_gpu"]))
+        if "mfu" in scalars:
+            mfu[group_label(key)].append((when, m.mfu_fraction(scalars["mfu"])))
+    if not tokens and not mfu:
+        return '<p class="empty">no fsdp results</p>'
+    baselines: dict[str, tuple[float | None, float | None]] = {}
+    losses: dict[str, list[tuple[int, float]]] = {}
+    rows = []
+    for record in store.latest("fsdp"):
+        key = group_key(record)
+        if key not in groups:
+            continue
+        base = store.baseline(*key, "fsdp")
+        base_scalars = m.training_scalars(base) if base else {}
+        base_mfu = base_scalars.get("mfu")
+        baselines[group_label(key)] = (base_scalars.get("tokens_per_s_per_gpu"),
+                                       m.mfu_fraction(base_mfu) if base_mfu is not None else None)
+        if curve := m.loss_curve(record):
+            losses[group_label(key)] = curve
+        rows.append([td(group_label(key)), td(record["created"]), td(m.headline(record))])
+    images = [_img(plots.training_over_time(tokens, mfu, baselines),
+                   "tokens per second per GPU and MFU over time")]
+    if losses:
+        images.append(_img(plots.loss_chart(losses), "loss of the latest training run"))
+    return (f'<div class="plots">{"".join(images)}</div>'
+            + table(["cluster / type", "latest run", "figures"], rows))
+
+
+def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
+    parts = []
+    for record in store.latest("health"):
+        key = group_key(record)
+        if key not in groups:
+            continue
+        matrix = m.health_matrix(record)
+        checks = sorted({check for row in matrix.values() for check in row})
+        rows = []
+        for node in sorted(matrix):
+            cells = [f"<th>{esc(node)}</th>"]
+            for check in checks:
+                cell = matrix[node].get(check)
+                if cell is None:
+                    cells.append(td("—", "UNKNOWN"))
+                    continue
+                tip = "; ".join(x for x in (
+                    cell.message, f"value {cell.value}" if cell.value is not None else "",
+                    f"expected {cell.expected}" if cell.expected is not None else "",
+                    f"fix: {cell.remedy}" if cell.remedy else "") if x)
+                cells.append(td(cell.status, cell.status, tip))
+            rows.append(cells)
+        title = f"{group_label(key)} ({record['created']}, verdict {record['verdict']['status']})"
+        parts.append(f"<h3>{esc(title)}</h3>" + (table(["node", *checks], rows) if matrix
+                     else '<p class="empty">no checks in this record</p>'))
+    return "".join(parts) or '<p class="empty">no health results</p>'
+
+
+def build_report(store: ResultStore, cluster: str | None = None,
+                 instance_type: str | None = None,
+                 threshold: float = DEFAULT_THRESHOLD) -> str:
+    records = store.list(cluster=cluster, instance_type=instance_type)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[group_key(record)].append(record)
+    keys = set(groups)
+    comparisons = []
+    for kind in ("nccl-tests", "collectives", "fsdp", "health"):
+        for record in store.latest(kind):
+            if group_key(record) in keys and (
+                base := store.baseline(*group_key(record), kind)
+            ) is not None:
+                comparisons.append(compare_records(record, base, threshold))
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    sections = [
+        ("Cluster summary", cluster_summary(groups)),
+        ("Regressions against baselines", regressions_section(comparisons)),
+        ("Interconnect: bus bandwidth by message size", interconnect_section(store, keys)),
+        ("Training: throughput and MFU", training_section(store, keys)),
+        ("Node health", health_section(store, keys)),
+    ]
+    body = "".join(f"<section><h2>{esc(t)}</h2>{content}</section>" for t, content in sections)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>pctk report</title><style>{STYLE}</style></head><body>"
+        f"<h1>pctk report</h1><p class=\"meta\">generated {esc(generated)} from "
+        f"{esc(store.path)} — {len(records)} result(s)</p>{body}</body></html>\n"
+    )
+
+
+def write_report(store: ResultStore, out: Path, cluster: str | None = None,
+                 instance_type: str | None = None,
+                 threshold: float = DEFAULT_THRESHOLD) -> Path:
+    return atomic_write_text(out, build_report(store, cluster, instance_type, threshold),
+                             mode=0o644)
