@@ -1,0 +1,367 @@
+"""torch.distributed collective sweep, reported in the same layout as parsed nccl-tests output.
+
+Node-side: standard library + torch only (torch is imported inside the functions that need
+it, so the driver can import the bus-bandwidth factors below without importing torch).
+
+Run one process per rank (``srun python -m benchmarks.collectives ...`` or torchrun)::
+
+    python -m benchmarks.collectives --min-bytes 1M --max-bytes 1G \\
+        --ops all_reduce,all_gather,reduce_scatter,all_to_all,broadcast \\
+        --iters 20 --warmup 5 --out record.json
+
+Conventions follow nccl-tests so the two sit side by side:
+
+- ``size_bytes`` is nccl-tests' printed size: the whole buffer for all_reduce and broadcast,
+  the gathered output for all_gather, the scattered input for reduce_scatter and the per-rank
+  send buffer for alltoall; ``count`` is elements per rank as nccl-tests prints it.
+- algbw = size_bytes / time (GB/s, 1e9), busbw = algbw x factor (see ``busbw_factor``).
+- time is the mean per-iteration time of the slowest rank (max over ranks), measured after a
+  barrier and with the device synchronised, so asynchronous GPU launches are not mistaken
+  for completion.
+- Placement is reported honestly: ``torch.distributed.all_reduce`` and ``broadcast`` work
+  in place, so their numbers sit under ``in_place``; the ``*_tensor``/``*_single`` calls are
+  out of place.
+- Each size is checked once more after timing with a known input and known result; the
+  number of wrong elements (summed over ranks) goes into ``wrong``.
+
+The record is ``pctk.result/v1`` with kind ``collectives``; ``metrics`` has the layout
+documented in :mod:`toolkit.nccl` (``{"collectives": [block, ...]}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+# nccl-tests names; the torch spellings are accepted as aliases.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce",
+               "sendrecv", "gather", "scatter", "hypercube")
+ALIASES = {
+    "allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+    "all_to_all": "alltoall", "all_to_all_single": "alltoall", "all_gather_into_tensor":
+    "all_gather", "reduce_scatter_tensor": "reduce_scatter", "send_recv": "sendrecv",
+}
+SWEEP_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+
+
+def canonical_collective(name: str) -> str:
+    """``all_to_all`` -> ``alltoall``, ``all_reduce_perf`` -> ``all_reduce``; else ValueError."""
+    key = name.strip().lower().removesuffix("_perf").replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key not in COLLECTIVES:
+        raise ValueError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}")
+    return key
+
+
+def busbw_factor(collective: str, nranks: int) -> float:
+    """nccl-tests' bus-bandwidth factor: busbw = algbw x factor (doc/PERFORMANCE.md)."""
+    n = nranks
+    c = canonical_collective(collective)
+    if n < 1:
+        raise ValueError("nranks must be >= 1")
+    if c == "all_reduce":
+        return 2 * (n - 1) / n
+    if c in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter"):
+        return (n - 1) / n
+    return 1.0
+
+
+def parse_bytes(text: str) -> int:
+    """``8``, ``64K``, ``16M``, ``2G`` (powers of 1024, as nccl-tests' -b/-e read them)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in "KMGT" else t
+    if not digits.isdigit():
+        raise ValueError(f"not a byte size: {text!r}")
+    return int(digits) * mult
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int) -> list[int]:
+    """Powers of two from min to max (min rounded up to a power of two)."""
+    size = 1
+    while size < max(1, min_bytes):
+        size <<= 1
+    sizes = []
+    while size <= max_bytes:
+        sizes.append(size)
+        size <<= 1
+    return sizes
+
+
+def per_rank_count(collective: str, size_bytes: int, nranks: int, elem: int = 4) -> int:
+    """Elements per rank for a printed size; 0 when the size is too small to split."""
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return size_bytes // elem // nranks
+    return size_bytes // elem
+
+
+def measurement(time_us: float, size_bytes: int, factor: float, wrong: int | None) -> dict:
+    algbw = size_bytes / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
+    return {"time_us": time_us, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
+            "wrong": wrong, "error": None}
+
+
+# ---------------------------------------------------------------- torch part (lazy import)
+
+def _make_op(collective: str, count: int, rank: int, n: int, device: Any,
+             emulate: bool) -> tuple[Callable[[], None], Callable[[], int], str]:
+    """(timed call, check -> wrong elements on this rank, placement) for one size."""
+    import torch
+    import torch.distributed as dist
+
+    f32 = torch.float32
+    # torch >= 2.13 renamed the *_tensor calls; use whichever this torch has
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    if collective == "all_reduce":
+        buf = torch.empty(count, dtype=f32, device=device)
+
+        def check() -> int:
+            buf.fill_(rank + 1)
+            dist.all_reduce(buf)
+            return int((buf != n * (n + 1) / 2).sum())
+        return (lambda: dist.all_reduce(buf)), check, "in_place"
+    if collective == "broadcast":
+        buf = torch.full((count,), float(rank + 1), dtype=f32, device=device)
+
+        def check() -> int:
+            buf.fill_(rank + 1)
+            dist.broadcast(buf, src=0)
+            return int((buf != 1).sum())
+        return (lambda: dist.broadcast(buf, src=0)), check, "in_place"
+    if collective == "all_gather":
+        inp = torch.full((count,), float(rank + 1), dtype=f32, device=device)
+        out = torch.empty(count * n, dtype=f32, device=device)
+
+        def check() -> int:
+            out.zero_()
+            gather(out, inp)
+            want = torch.arange(1, n + 1, dtype=f32, device=device).repeat_interleave(count)
+            return int((out != want).sum())
+        return (lambda: gather(out, inp)), check, "out_of_place"
+    if collective == "reduce_scatter":
+        # chunk j of rank r holds r + 1 + j; rank r receives sum over ranks = n(n+1)/2 + n*r
+        inp = (torch.arange(n, dtype=f32, device=device).repeat_interleave(count) + rank + 1)
+        out = torch.empty(count, dtype=f32, device=device)
+        if emulate:
+            tmp = torch.empty_like(inp)
+
+            def call() -> None:
+                tmp.copy_(inp)
+                dist.all_reduce(tmp)
+                out.copy_(tmp[rank * count:(rank + 1) * count])
+        else:
+            def call() -> None:
+                scatter(out, inp)
+
+        def check() -> int:
+            out.zero_()
+            call()
+            return int((out != n * (n + 1) / 2 + n * rank).sum())
+        return call, check, "out_of_place"
+    if collective == "alltoall":
+        # chunk j of rank r holds r*n + j; rank r receives chunk i = i*n + r
+        inp = (torch.arange(n, dtype=f32, device=device).repeat_interleave(count) + rank * n)
+        out = torch.empty(count * n, dtype=f32, device=device)
+
+        def check() -> int:
+            out.zero_()
+            dist.all_to_all_single(out, inp)
+            want = (torch.arange(n, dtype=f32, device=device) * n + rank).repeat_interleave(count)
+            return int((out != want).sum())
+        return (lambda: dist.all_to_all_single(out, inp)), check, "out_of_place"
+    raise ValueError(f"the torch sweep does not run {collective}")
+
+
+def _supported(collective: str, backend: str, device: Any) -> str | None:
+    """None if the backend runs the collective, else why not (probed, not assumed)."""
+    if collective != "reduce_scatter" or backend != "gloo":
+        return None
+    import torch
+    import torch.distributed as dist
+
+    n = dist.get_world_size()
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    try:
+        scatter(torch.zeros(1, device=device),
+                                   torch.zeros(n, device=device))
+    except (RuntimeError, NotImplementedError, ValueError) as exc:
+        return f"gloo has no reduce_scatter_tensor ({str(exc).splitlines()[0][:120]})"
+    return None
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _max_over_ranks(value: float, device: Any) -> float:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def _sum_over_ranks(value: int, device: Any) -> int:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+def run_block(collective: str, sizes: list[int], iters: int, warmup: int, device: Any,
+              backend: str, emulate: bool = False) -> dict[str, Any]:
+    """Measure one collective over the sizes; return a metrics block."""
+    import torch.distributed as dist
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    block: dict[str, Any] = {
+        "collective": collective, "collective_source": "torch.distributed sweep",
+        "dtype": "float", "redop": "sum" if collective in ("all_reduce", "reduce_scatter")
+        else "none", "nranks": n, "format": "torch", "rows": [], "complete": True,
+        "failure_lines": [], "out_of_bounds": None, "avg_busbw_gbps": None,
+        "inconsistencies": [], "implementation": f"torch.distributed/{backend}",
+    }
+    why_not = _supported(collective, backend, device)
+    if why_not and not emulate:
+        block.update(unsupported=why_not, complete=False)
+        return block
+    if why_not:
+        block["implementation"] = (f"EMULATED: all_reduce + local slice on {backend} "
+                                   f"(not a reduce_scatter; bandwidth not comparable)")
+    factor = busbw_factor(collective, n)
+    for size in sizes:
+        count = per_rank_count(collective, size, n)
+        if count == 0:
+            continue
+        printed = count * 4 * (n if collective in ("all_gather", "reduce_scatter",
+                                                   "alltoall") else 1)
+        call, check, placement = _make_op(collective, count, rank, n, device, emulate)
+        for _ in range(warmup):
+            call()
+        _sync(device)
+        dist.barrier()
+        _sync(device)
+        start = time.perf_counter()
+        for _ in range(iters):
+            call()
+        _sync(device)
+        elapsed_us = (time.perf_counter() - start) / max(1, iters) * 1e6
+        time_us = _max_over_ranks(elapsed_us, device)
+        wrong = _sum_over_ranks(check(), device)
+        row = {"size_bytes": printed, "count": count, "dtype": "float",
+               "redop": block["redop"], "root": 0 if collective == "broadcast" else -1,
+               "out_of_place": None, "in_place": None}
+        row[placement] = measurement(time_us, printed, factor, wrong)
+        block["rows"].append(row)
+    measured = [r.get("out_of_place") or r.get("in_place") for r in block["rows"]]
+    if measured:
+        block["avg_busbw_gbps"] = sum(m["busbw_gbps"] for m in measured) / len(measured)
+    return block
+
+
+def _device_for(backend: str, local_rank: int) -> Any:
+    import torch
+
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def sweep(ops: list[str], min_bytes: int, max_bytes: int, iters: int, warmup: int,
+          backend: str | None = None, emulate: bool = False) -> dict[str, Any] | None:
+    """Run the sweep in an initialised-or-not process group; rank 0 gets the record."""
+    import torch
+    import torch.distributed as dist
+
+    from benchmarks import distenv, record
+
+    env = distenv.detect()
+    if not dist.is_initialized():
+        env.export()
+        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group(backend=backend, init_method="env://")
+    backend = dist.get_backend()
+    device = _device_for(backend, env.local_rank)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    sizes = sweep_sizes(min_bytes, max_bytes)
+    blocks = [run_block(canonical_collective(op), sizes, iters, warmup, device, backend,
+                        emulate) for op in ops]
+    info = {"rank": rank, "host": socket.gethostname(),
+            "device": device.index if device.type == "cuda" else None,
+            "bus": None, "name": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                                  else "cpu")}
+    infos: list[Any] = [None] * n
+    dist.all_gather_object(infos, info)
+    if rank != 0:
+        return None
+    hosts = list(dict.fromkeys(i["host"] for i in infos))
+    wrong = sum((r[p] or {}).get("wrong") or 0 for b in blocks for r in b["rows"]
+                for p in ("out_of_place", "in_place"))
+    for b in blocks:
+        b.update(devices=infos, hosts=hosts,
+                 network={"transport": "unknown", "evidence": []}, nccl_version=None)
+    reasons = ([f"{wrong} wrong elements in correctness checks"] if wrong else
+               ["all correctness checks passed; bandwidth judged by the driver"])
+    reasons += [f"{b['collective']}: unsupported: {b['unsupported']}" for b in blocks
+                if b.get("unsupported")]
+    params = {"ops": [b["collective"] for b in blocks], "min_bytes": min_bytes,
+              "max_bytes": max_bytes, "iters": iters, "warmup": warmup, "backend": backend,
+              "world_size": n, "dtype": "float32", "emulate_missing": emulate}
+    return record.new_record("collectives", params=params, metrics={"collectives": blocks},
+                             status="FAIL" if wrong else "PASS", reasons=reasons,
+                             cluster={"hosts": hosts, "nodes": len(hosts)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.collectives",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--min-bytes", default="1K", help="smallest size (8, 64K, 16M, 1G)")
+    ap.add_argument("--max-bytes", default="64M", help="largest size")
+    ap.add_argument("--ops", default=",".join(SWEEP_OPS),
+                    help="comma-separated: " + ",".join(SWEEP_OPS))
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                    help="default: nccl with GPUs, else gloo")
+    ap.add_argument("--emulate-missing", action="store_true",
+                    help="emulate collectives the backend lacks (clearly labelled)")
+    ap.add_argument("--out", default=None, help="record path (rank 0 writes it)")
+    args = ap.parse_args(argv)
+    try:
+        ops = [canonical_collective(o) for o in args.ops.split(",") if o.strip()]
+        unknown = [o for o in ops if o not in SWEEP_OPS]
+        if unknown:
+            raise ValueError(f"the sweep runs {', '.join(SWEEP_OPS)}; not {', '.join(unknown)}")
+        lo, hi = parse_bytes(args.min_bytes), parse_bytes(args.max_bytes)
+    except ValueError as exc:
+        print(f"collectives: error: {exc}", file=sys.stderr)
+        return 2
+    rec = sweep(ops, lo, hi, args.iters, args.warmup, args.backend, args.emulate_missing)
+    import torch.distributed as dist
+
+    if rec is not None:
+        from benchmarks.record import write_record
+
+        out = args.out or os.environ.get("PCTK_RECORD") or "collectives-record.json"
+        write_record(out, rec)
+        print(f"collectives: wrote {out} ({rec['verdict']['status']})")
+    dist.barrier()
+    dist.destroy_process_group()
+    return 1 if rec is not None and rec["verdict"]["status"] == "FAIL" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
