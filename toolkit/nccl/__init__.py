@@ -1,0 +1,56 @@
+"""nccl-tests and torch.distributed collective benchmarks: run, parse, judge, report.
+
+Both ``pctk bench nccl`` (kind ``nccl-tests``) and ``pctk bench collectives`` (kind
+``collectives``, written node-side by :mod:`benchmarks.collectives`) store their results in
+the shared ``pctk.result/v1`` record with this ``metrics`` layout, so the two sit side by
+side in tables, plots and comparisons::
+
+    "metrics": {
+      "collectives": [                       # one block per collective / table / log
+        {
+          "collective": "all_reduce",        # nccl-tests name (alltoall, sendrecv, ...)
+          "collective_source": "command line in log" | "file name" | "given" | ...,
+          "dtype": "float", "redop": "sum",  # comma-joined if a log mixes several
+          "nranks": 16, "nranks_source": "device lines" | "NCCL INFO lines" | "given",
+          "devices": [{"rank", "host", "device", "bus", "name", "group", "pid"}],
+          "hosts": ["node-1", ...],
+          "format": "new" | "old" | "oldest" | "json" | "torch" | null (no data rows),
+          "rows": [{
+            "size_bytes": 1073741824,        # nccl-tests' printed size (total bytes)
+            "count": 268435456,              # elements per rank, as printed
+            "dtype": "float", "redop": "sum", "root": -1,
+            "out_of_place": {"time_us", "algbw_gbps", "busbw_gbps",
+                             "wrong": int | null,    # '#wrong'; null for N/A / old logs
+                             "error": float | null}  # old 'error' column
+                            | null,
+            "in_place": {...} | null
+          }],
+          "complete": true,                  # footer reached
+          "failure_lines": [str],            # why it stopped (crash, NCCL WARN, srun error)
+          "warn_lines": [str],               # every NCCL WARN line
+          "out_of_bounds": {"count": 0, "status": "OK"} | null,
+          "avg_busbw_gbps": 11.24 | null,    # footer 'Avg bus bandwidth'
+          "network": {"transport": "efa" | "socket" | "ib" | "ofi-<prov>" | "mixed" |
+                                   "unknown", "evidence": [str]},
+          "nccl_version": "2.9.9+cuda11.2" | null,
+          "inconsistencies": [{"size_bytes", "placement", "check", "reported", "expected"}],
+          "source": "path/of/raw.log" | null,
+          "notes": [str],
+          "unsupported": str,                # torch sweep: backend lacks the collective
+          "implementation": str,             # torch sweep: backend / EMULATED label
+          "verdict": {"status", "reasons"}   # added by the driver (toolkit.nccl.verdict)
+        }
+      ]
+    }
+
+Units: bytes, microseconds, GB/s (1e9 bytes/s) as nccl-tests prints them; algbw =
+size_bytes / time, busbw = algbw x factor (2(n-1)/n all_reduce; (n-1)/n all_gather,
+reduce_scatter, alltoall; 1 broadcast, reduce, sendrecv).
+"""
+
+from __future__ import annotations
+
+from toolkit.nccl.model import CollectiveRun, Measurement, Row
+from toolkit.nccl.parse import parse_nccl_file, parse_nccl_output
+
+__all__ = ["CollectiveRun", "Measurement", "Row", "parse_nccl_file", "parse_nccl_output"]

@@ -1,0 +1,165 @@
+"""What one nccl-tests table (or one torch sweep block) holds, as plain dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Measurement:
+    """One placement (out-of-place or in-place) of one row."""
+
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int | None = None          # '#wrong' column; None for 'N/A' or old logs
+    error: float | None = None        # old 'error' column (max abs error)
+    # the printed text, kept to know the rounding of each figure
+    text: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time_us": self.time_us, "algbw_gbps": self.algbw_gbps,
+                "busbw_gbps": self.busbw_gbps, "wrong": self.wrong, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Measurement | None:
+        if d is None:
+            return None
+        return cls(float(d["time_us"]), float(d["algbw_gbps"]), float(d["busbw_gbps"]),
+                   d.get("wrong"), d.get("error"))
+
+
+@dataclass
+class Row:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    out_of_place: Measurement | None
+    in_place: Measurement | None
+
+    def primary(self) -> Measurement | None:
+        """The placement to plot and compare: out-of-place where measured."""
+        return self.out_of_place or self.in_place
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size_bytes": self.size_bytes, "count": self.count, "dtype": self.dtype,
+                "redop": self.redop, "root": self.root,
+                "out_of_place": self.out_of_place.to_dict() if self.out_of_place else None,
+                "in_place": self.in_place.to_dict() if self.in_place else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Row:
+        return cls(int(d["size_bytes"]), int(d.get("count") or 0), d.get("dtype") or "?",
+                   d.get("redop"), d.get("root"), Measurement.from_dict(d.get("out_of_place")),
+                   Measurement.from_dict(d.get("in_place")))
+
+
+@dataclass
+class Device:
+    rank: int
+    host: str
+    device: int | None
+    bus: str | None
+    name: str
+    group: int | None = None
+    pid: int | None = None
+
+
+@dataclass
+class Network:
+    """Which network NCCL used, from its INFO lines: efa, socket, ib, ofi-<prov>, mixed, unknown."""
+
+    transport: str = "unknown"
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Inconsistency:
+    """A printed figure that does not follow from the others beyond rounding."""
+
+    size_bytes: int
+    placement: str
+    check: str        # "busbw=algbw*factor" or "algbw=size/time"
+    reported: float
+    expected: float
+
+
+@dataclass
+class CollectiveRun:
+    """One table: a collective over a size sweep, with what the log says about the run."""
+
+    collective: str | None
+    collective_source: str | None = None
+    dtype: str | None = None
+    redop: str | None = None
+    nranks: int | None = None
+    nranks_source: str | None = None
+    devices: list[Device] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    format: str | None = None          # new | old | oldest | json | torch
+    complete: bool = False             # the footer ('Avg bus bandwidth') was reached
+    failure_lines: list[str] = field(default_factory=list)
+    warn_lines: list[str] = field(default_factory=list)
+    out_of_bounds: dict[str, Any] | None = None   # {"count": int, "status": "OK"|"FAILED"}
+    avg_busbw_gbps: float | None = None
+    network: Network = field(default_factory=Network)
+    nccl_version: str | None = None
+    inconsistencies: list[Inconsistency] = field(default_factory=list)
+    source: str | None = None
+    notes: list[str] = field(default_factory=list)
+    unsupported: str | None = None
+    implementation: str | None = None
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(d.host for d in self.devices))
+
+    def largest(self) -> Row | None:
+        return max(self.rows, key=lambda r: r.size_bytes) if self.rows else None
+
+    def to_block(self) -> dict[str, Any]:
+        """The metrics block (layout in :mod:`toolkit.nccl`)."""
+        block: dict[str, Any] = {
+            "collective": self.collective, "collective_source": self.collective_source,
+            "dtype": self.dtype, "redop": self.redop, "nranks": self.nranks,
+            "nranks_source": self.nranks_source,
+            "devices": [asdict(d) for d in self.devices], "hosts": self.hosts,
+            "format": self.format, "rows": [r.to_dict() for r in self.rows],
+            "complete": self.complete, "failure_lines": self.failure_lines,
+            "warn_lines": self.warn_lines, "out_of_bounds": self.out_of_bounds,
+            "avg_busbw_gbps": self.avg_busbw_gbps, "network": asdict(self.network),
+            "nccl_version": self.nccl_version,
+            "inconsistencies": [asdict(i) for i in self.inconsistencies],
+            "source": self.source, "notes": self.notes,
+        }
+        if self.unsupported:
+            block["unsupported"] = self.unsupported
+        if self.implementation:
+            block["implementation"] = self.implementation
+        return block
+
+    @classmethod
+    def from_block(cls, b: dict[str, Any]) -> CollectiveRun:
+        devices = []
+        for d in b.get("devices") or []:
+            devices.append(Device(int(d.get("rank", 0)), str(d.get("host") or "?"),
+                                  d.get("device"), d.get("bus"), str(d.get("name") or ""),
+                                  d.get("group"), d.get("pid")))
+        net = b.get("network") or {}
+        return cls(
+            collective=b.get("collective"), collective_source=b.get("collective_source"),
+            dtype=b.get("dtype"), redop=b.get("redop"), nranks=b.get("nranks"),
+            nranks_source=b.get("nranks_source"), devices=devices,
+            rows=[Row.from_dict(r) for r in b.get("rows") or []], format=b.get("format"),
+            complete=bool(b.get("complete")), failure_lines=list(b.get("failure_lines") or []),
+            warn_lines=list(b.get("warn_lines") or []), out_of_bounds=b.get("out_of_bounds"),
+            avg_busbw_gbps=b.get("avg_busbw_gbps"),
+            network=Network(net.get("transport", "unknown"), list(net.get("evidence") or [])),
+            nccl_version=b.get("nccl_version"),
+            inconsistencies=[Inconsistency(**i) for i in b.get("inconsistencies") or []],
+            source=b.get("source"), notes=list(b.get("notes") or []),
+            unsupported=b.get("unsupported"), implementation=b.get("implementation"),
+        )

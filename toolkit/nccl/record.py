@@ -1,0 +1,77 @@
+"""Runs <-> ``pctk.result/v1`` records (metrics layout documented in :mod:`toolkit.nccl`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.record import RecordError, new_record, read_record
+from toolkit.errors import PctkError
+from toolkit.nccl.model import CollectiveRun
+from toolkit.nccl.parse import parse_nccl_file
+from toolkit.nccl.verdict import Expectation, Verdict, judge, lookup_expectation, worst
+
+
+def judge_runs(runs: list[CollectiveRun], *, instance_type: str | None = None,
+               nodes: int | None = None,
+               expectation: Expectation | None = None) -> list[Verdict]:
+    """A verdict per run; the expectation comes from the catalog unless given."""
+    verdicts = []
+    for run in runs:
+        n = nodes or len(run.hosts) or None
+        exp = expectation or lookup_expectation(instance_type, n, run.collective or "all_reduce")
+        verdicts.append(judge(run, exp, nodes=n))
+    return verdicts
+
+
+def build_record(kind: str, runs: list[CollectiveRun], verdicts: list[Verdict], *,
+                 params: dict[str, Any] | None = None, raw_logs: list[str] | None = None,
+                 cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+    blocks = []
+    for run, v in zip(runs, verdicts, strict=True):
+        block = run.to_block()
+        block["verdict"] = v.to_dict()
+        blocks.append(block)
+    reasons = [f"{r.collective or '?'}: {reason}" for r, v in zip(runs, verdicts, strict=True)
+               for reason in v.reasons]
+    hosts = list(dict.fromkeys(h for r in runs for h in r.hosts))
+    base = {"hosts": hosts, "nodes": len(hosts) or None}
+    base.update({k: v for k, v in (cluster or {}).items() if v is not None})
+    return new_record(kind, params=params, metrics={"collectives": blocks},
+                      status=worst([v.status for v in verdicts]), reasons=reasons,
+                      cluster=base, raw_logs=raw_logs)
+
+
+def runs_from_record(rec: dict[str, Any]) -> list[CollectiveRun]:
+    blocks = rec.get("metrics", {}).get("collectives")
+    if not isinstance(blocks, list):
+        raise PctkError(f"record {rec.get('id')} has no metrics.collectives",
+                        "pass an nccl-tests or collectives record")
+    return [CollectiveRun.from_block(b) for b in blocks]
+
+
+def load_runs(path: str | Path, *, collective: str | None = None,
+              nranks: int | None = None) -> list[CollectiveRun]:
+    """Runs from a result record (JSON with our schema) or from a raw nccl-tests log/JSON."""
+    p = Path(path)
+    if not p.is_file():
+        raise PctkError(f"{p}: no such file", "pass a result record or an nccl-tests log")
+    text = p.read_text(errors="replace")
+    doc: Any = None
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            doc = None  # maybe a truncated nccl-tests -J file: the parser salvages it
+    if isinstance(doc, dict) and "schema" in doc:
+        try:
+            runs = runs_from_record(read_record(p))
+        except RecordError as exc:
+            raise PctkError(str(exc), "pass a valid pctk result record") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PctkError(f"{p}: unreadable record ({exc})", "regenerate the record") from None
+        for r in runs:
+            r.source = r.source or str(p)
+        return runs
+    return parse_nccl_file(p, collective=collective, nranks=nranks)
