@@ -1,8 +1,10 @@
 """Realistic result records built with the node-side ``benchmarks.record.new_record``.
 
-The busbw curve follows a 2-node p5.48xlarge all_reduce sweep (about 470 GB/s at large
-messages); the fsdp metrics follow ``benchmarks.fsdp.train``'s layout and torchtitan's
-Llama 3.1 8B figures on H100 (5,762 tokens/s per GPU, about 34% MFU).
+nccl-tests records go through toolkit.nccl's parser and judge, collectives blocks use
+benchmarks.collectives' measurement helper. The busbw curve follows a 2-node p5.48xlarge
+all_reduce sweep (about 470 GB/s at large messages); the fsdp metrics follow
+``benchmarks.fsdp.train``'s layout and torchtitan's Llama 3.1 8B figures on H100 (5,762
+tokens/s per GPU, about 34% MFU).
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.collectives import busbw_factor, measurement
 from benchmarks.record import new_record
+from toolkit.nccl import parse_nccl_output
+from toolkit.nccl.record import build_record, judge_runs
 
 SOFTWARE = {"python": "3.11.7", "torch": "2.6.0", "cuda": "12.4", "nccl": "2.21.5",
             "aws_ofi_nccl": "1.13.0", "efa": "1.37.0", "libfabric": "1.22.0",
@@ -31,42 +36,95 @@ def busbw_at(collective: str, size: int) -> float:
     return PEAK[collective] * size / (size + half)
 
 
-def sweep(collective: str, scale: Callable[[int], float] = lambda _s: 1.0) -> dict[str, Any]:
-    rows = []
+def nccl_tests_stdout(collective: str = "all_reduce",
+                      scale: Callable[[int], float] = lambda _s: 1.0) -> str:
+    """What ``all_reduce_perf -b 8 -e 16G -f 2 -g 1`` prints on 16 ranks over 2 nodes."""
+    factor = BUS_FACTOR[collective]
+    lines = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: "
+             "5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    for rank in range(16):
+        lines.append(f"#  Rank {rank:2d} Group  0 Pid {4000 + rank:6d} on {HOSTS[rank // 8]} "
+                     f"device  {rank % 8} [0x{0x53 + rank % 8:02x}] NVIDIA H100 80GB HBM3")
+    lines += ["#", "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place",
+              "#       size         count      type   redop    root     time   algbw   busbw "
+              "#wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)  "
+              "          (us)  (GB/s)  (GB/s)"]
+    total = 0.0
     for size in SIZES:
         busbw = busbw_at(collective, size) * scale(size)
-        algbw = busbw / BUS_FACTOR[collective]
-        time_us = size / (algbw * 1e3) if algbw else 0.0
-        point = {"time_us": time_us, "algbw": algbw, "busbw": busbw, "wrong": 0}
-        rows.append({"size": size, "count": size // 4, "oop": point,
-                     "ip": {**point, "busbw": busbw * 1.01}})
-    avg = sum(r["oop"]["busbw"] + r["ip"]["busbw"] for r in rows) / (2 * len(rows))
-    return {"collective": collective, "dtype": "float", "nranks": 16, "rows": rows,
-            "avg_busbw": avg, "complete": True}
+        algbw = busbw / factor
+        time_us = size / (algbw * 1e3)
+        total += 2 * round(busbw, 2)
+        cells = f"{time_us:8.2f}  {algbw:6.2f}  {busbw:6.2f}      0"
+        lines.append(f"{size:12d}  {size // 4:12d}     float     sum      -1  {cells}  {cells}")
+    lines += ["# Out of bounds values : 0 OK",
+              f"# Avg bus bandwidth    : {total / (2 * len(SIZES)):.4f} ", "#", ""]
+    return "\n".join(lines)
 
 
 def nccl_record(scale: Callable[[int], float] = lambda _s: 1.0, created: str | None = None,
                 name: str = "train-a", collective: str = "all_reduce") -> dict[str, Any]:
-    rec = new_record("nccl-tests", params={"collective": collective, "minbytes": 8,
-                                           "maxbytes": SIZES[-1], "ngpus": 1},
-                     metrics=sweep(collective, scale), status="PASS",
-                     cluster=cluster(name), software=dict(SOFTWARE),
-                     raw_logs=["nccl-tests.log"])
+    """Parsed and judged by toolkit.nccl, as ``pctk bench nccl`` does."""
+    runs = parse_nccl_output(nccl_tests_stdout(collective, scale), collective=collective)
+    rec = build_record("nccl-tests", runs, judge_runs(runs, instance_type="p5.48xlarge"),
+                       params={"collective": collective, "minbytes": 8, "maxbytes": SIZES[-1]},
+                       raw_logs=["nccl-tests.log"], cluster=cluster(name))
+    rec["software"] = dict(SOFTWARE)
     if created:
         rec["created"] = created
     return rec
 
 
+def collectives_block(collective: str, scale: Callable[[int], float] = lambda _s: 1.0,
+                      emulated: bool = False) -> dict[str, Any]:
+    """One block as ``benchmarks.collectives.run_block`` lays it out (out-of-place only)."""
+    factor = busbw_factor(collective, 16)
+    rows = []
+    for size in SIZES[17:]:  # 1 MiB .. 16 GiB
+        busbw = busbw_at(collective, size) * scale(size)
+        time_us = size / (busbw / factor * 1e3)
+        rows.append({"size_bytes": size, "count": size // 4 // 16, "dtype": "float",
+                     "redop": "sum", "root": -1, "in_place": None,
+                     "out_of_place": measurement(time_us, size, factor, 0)})
+    return {
+        "collective": collective, "collective_source": "torch.distributed sweep",
+        "dtype": "float", "redop": "sum", "nranks": 16, "format": "torch", "rows": rows,
+        "complete": True, "failure_lines": [], "out_of_bounds": None, "inconsistencies": [],
+        "avg_busbw_gbps": sum(r["out_of_place"]["busbw_gbps"] for r in rows) / len(rows),
+        "implementation": ("EMULATED: all_reduce + local slice on gloo" if emulated
+                           else "torch.distributed/nccl"),
+        "hosts": list(HOSTS), "network": {"transport": "unknown", "evidence": []},
+    }
+
+
 def collectives_record(scale: Callable[[int], float] = lambda _s: 1.0,
-                       created: str | None = None) -> dict[str, Any]:
+                       created: str | None = None, emulated: bool = False) -> dict[str, Any]:
     """The PyTorch collectives benchmark: several collectives in one record."""
-    sections = {c: sweep(c, scale) for c in ("all_gather", "reduce_scatter")}
-    rec = new_record("collectives", params={"backend": "nccl"},
-                     metrics={"collectives": sections, "nranks": 16}, status="PASS",
+    blocks = [collectives_block("all_gather", scale),
+              collectives_block("reduce_scatter", scale, emulated)]
+    rec = new_record("collectives", params={"backend": "nccl", "world_size": 16},
+                     metrics={"collectives": blocks}, status="PASS",
                      cluster=cluster(), software=dict(SOFTWARE))
     if created:
         rec["created"] = created
     return rec
+
+
+def brief_layout_record(scale: Callable[[int], float] = lambda _s: 1.0) -> dict[str, Any]:
+    """The single-collective layout first sketched for nccl-tests (``oop``/``ip``, ``size``,
+    ``busbw``), which the readers still accept."""
+    factor = BUS_FACTOR["all_reduce"]
+    rows = []
+    for size in SIZES:
+        busbw = busbw_at("all_reduce", size) * scale(size)
+        point = {"time_us": size / (busbw / factor * 1e3), "algbw": busbw / factor,
+                 "busbw": busbw, "wrong": 0}
+        rows.append({"size": size, "count": size // 4, "oop": point, "ip": point})
+    return new_record("nccl-tests", metrics={"collective": "all_reduce", "dtype": "float",
+                                             "nranks": 16, "rows": rows, "avg_busbw": 100.0,
+                                             "complete": True},
+                      status="PASS", cluster=cluster(), software=dict(SOFTWARE))
 
 
 def fsdp_record(tokens: float = 5762.0, mfu: float = 0.34, created: str | None = None,

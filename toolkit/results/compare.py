@@ -69,7 +69,10 @@ def large_common_sizes(current: list[m.BusbwPoint], baseline: list[m.BusbwPoint]
 
 def compare_busbw(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
                   out: Comparison) -> None:
-    cur_curves, base_curves = m.busbw_curves(current), m.busbw_curves(baseline)
+    cur_curves = m.busbw_curves(current, comparable_only=True)
+    base_curves = m.busbw_curves(baseline, comparable_only=True)
+    for name in sorted(m.emulated_collectives(current) | m.emulated_collectives(baseline)):
+        out.notes.append(f"{name}: EMULATED in one of the runs, bandwidth not compared")
     for name in sorted(base_curves.keys() - cur_curves.keys()):
         out.notes.append(f"{name}: in the baseline, not measured now")
     for name in sorted(cur_curves.keys() & base_curves.keys()):
@@ -85,10 +88,11 @@ def compare_busbw(current: dict[str, Any], baseline: dict[str, Any], threshold: 
                 baseline=base[size], current=cur[size], change=change,
                 regression=change is not None and change < -threshold,
             ))
-    cur_ranks = (current.get("metrics") or {}).get("nranks")
-    base_ranks = (baseline.get("metrics") or {}).get("nranks")
-    if cur_ranks and base_ranks and cur_ranks != base_ranks:
-        out.notes.append(f"ranks differ: baseline {base_ranks}, now {cur_ranks}")
+    cur_ranks, base_ranks = m.nranks(current), m.nranks(baseline)
+    for name in sorted(cur_ranks.keys() & base_ranks.keys()):
+        if cur_ranks[name] != base_ranks[name]:
+            out.notes.append(f"{name}: ranks differ, baseline {base_ranks[name]}, "
+                             f"now {cur_ranks[name]}")
 
 
 def _first_slow_step(record: dict[str, Any], key: str, limit: float) -> str:

@@ -39,34 +39,65 @@ def _row_size(row: dict[str, Any]) -> int | None:
 
 def _row_busbw(row: dict[str, Any]) -> float | None:
     """Out-of-place busbw (what nccl-tests' summaries quote), else in-place, else flat."""
-    for placement in ("oop", "ip"):
+    for placement in ("out_of_place", "oop", "in_place", "ip"):
         part = row.get(placement)
-        if isinstance(part, dict) and (value := _number(part.get("busbw"))) is not None:
-            return value
-    return _number(row.get("busbw"))
+        if isinstance(part, dict):
+            for key in ("busbw_gbps", "busbw"):
+                if (value := _number(part.get(key))) is not None:
+                    return value
+    return _number(row.get("busbw_gbps", row.get("busbw")))
 
 
 def collective_sections(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{collective: section}`` from ``metrics["collectives"]`` or a single-collective body."""
-    sections: dict[str, dict[str, Any]] = {}
+    """``{collective: block}`` from the toolkit.nccl layout (``metrics["collectives"]``, a
+    list of blocks), a ``{name: block}`` mapping, or a single-collective body.
+
+    A second block of the same collective is named ``all_reduce [half]`` by its dtype, or
+    ``all_reduce #2`` when the dtype does not tell them apart.
+    """
     nested = metrics.get("collectives")
+    blocks: list[tuple[str, dict[str, Any]]] = []
     if isinstance(nested, dict):
-        sections.update({str(k): v for k, v in nested.items() if isinstance(v, dict)})
+        blocks = [(str(k), v) for k, v in nested.items() if isinstance(v, dict)]
     elif isinstance(nested, list):
-        for item in nested:
-            if isinstance(item, dict) and item.get("collective"):
-                sections[str(item["collective"])] = item
+        blocks = [(str(b.get("collective") or "unknown"), b) for b in nested
+                  if isinstance(b, dict)]
     if isinstance(metrics.get("rows"), list):
-        sections.setdefault(str(metrics.get("collective") or "unknown"), metrics)
+        blocks.append((str(metrics.get("collective") or "unknown"), metrics))
+    sections: dict[str, dict[str, Any]] = {}
+    for name, block in blocks:
+        key = name
+        if key in sections:
+            key = f"{name} [{block.get('dtype')}]" if block.get("dtype") else key
+            index = 2
+            while key in sections:
+                key, index = f"{name} #{index}", index + 1
+        sections[key] = block
     return sections
 
 
-def busbw_curves(record: dict[str, Any]) -> dict[str, list[BusbwPoint]]:
-    """``{collective: points sorted by size}``; empty for other kinds."""
+def is_emulated(block: dict[str, Any]) -> bool:
+    """A torch sweep that stood in for a missing collective: its bandwidth is not comparable."""
+    return str(block.get("implementation") or "").upper().startswith("EMULATED")
+
+
+def emulated_collectives(record: dict[str, Any]) -> set[str]:
+    return {name for name, block in collective_sections(record.get("metrics") or {}).items()
+            if is_emulated(block)}
+
+
+def busbw_curves(record: dict[str, Any], *, comparable_only: bool = False
+                 ) -> dict[str, list[BusbwPoint]]:
+    """``{collective: points sorted by size}``; empty for other kinds.
+
+    ``comparable_only`` leaves out EMULATED blocks (for comparisons and alerting).
+    """
     if record.get("kind") not in BUSBW_KINDS:
         return {}
     curves: dict[str, list[BusbwPoint]] = {}
     for name, section in collective_sections(record.get("metrics") or {}).items():
+        if comparable_only and is_emulated(section):
+            continue
         by_size: dict[int, float] = {}
         for row in section.get("rows") or []:
             if not isinstance(row, dict):
@@ -79,11 +110,26 @@ def busbw_curves(record: dict[str, Any]) -> dict[str, list[BusbwPoint]]:
     return curves
 
 
-def avg_busbw(record: dict[str, Any]) -> dict[str, float]:
+def nranks(record: dict[str, Any]) -> dict[str, int]:
+    """``{collective: ranks}`` from each block, or the top-level ``nranks``."""
+    metrics = record.get("metrics") or {}
+    top = metrics.get("nranks")
+    out = {}
+    for name, section in collective_sections(metrics).items():
+        value = section.get("nranks", top)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
+def avg_busbw(record: dict[str, Any], *, comparable_only: bool = False) -> dict[str, float]:
     """``{collective: avg busbw GB/s}`` where the record reports one."""
     out: dict[str, float] = {}
     for name, section in collective_sections(record.get("metrics") or {}).items():
-        if (value := _number(section.get("avg_busbw"))) is not None:
+        if comparable_only and is_emulated(section):
+            continue
+        raw = section.get("avg_busbw_gbps", section.get("avg_busbw"))
+        if (value := _number(raw)) is not None:
             out[name] = value
     return out
 

@@ -115,13 +115,13 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
 
 def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dict[str, str],
                       family: Any) -> None:
-    for name, points in m.busbw_curves(record).items():
+    for name, points in m.busbw_curves(record, comparable_only=True).items():
         for point in points:
             family("pctk_busbw_bytes_per_second",
                    "Collective bus bandwidth by message size (nccl-tests busbw)."
                    ).add({**labels, "collective": name, "size": str(point.size)},
                          point.busbw * GB)
-    for name, value in m.avg_busbw(record).items():
+    for name, value in m.avg_busbw(record, comparable_only=True).items():
         family("pctk_busbw_average_bytes_per_second",
                "Mean bus bandwidth over all message sizes of the sweep."
                ).add({**labels, "collective": name}, value * GB)

@@ -138,8 +138,10 @@ def interconnect_section(store: ResultStore, groups: set[tuple[str, str]]) -> st
             baseline = store.baseline(*key, kind)
             base_curves = m.busbw_curves(baseline) if baseline else {}
             title = f"{group_label(key)} ({kind}, {record['created']})"
+            emulated = m.emulated_collectives(record)
             images = [
-                _img(plots.busbw_chart(name, points, base_curves.get(name), group_label(key)),
+                _img(plots.busbw_chart(name + (" (EMULATED)" if name in emulated else ""),
+                                       points, base_curves.get(name), group_label(key)),
                      f"{name} busbw against message size, {title}")
                 for name, points in sorted(m.busbw_curves(record).items())
             ]
