@@ -38,7 +38,9 @@ class Ingested:
 
 def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
     if not path.is_file():
-        raise PctkError(f"{path}: no such file", "pass the path of a result record JSON file")
+        what = "is not a file" if path.exists() else "no such file"
+        raise PctkError(f"{path}: {what}", "pass result record JSON files (a shell glob works: "
+                        "results/*.json)")
     try:
         record = read_record(path)
         utc_iso(record["created"])

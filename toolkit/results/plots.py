@@ -11,6 +11,7 @@ import datetime as dt
 import io
 from collections.abc import Sequence
 
+from matplotlib import dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
@@ -63,12 +64,13 @@ def training_over_time(tokens: TimeSeries, mfu: TimeSeries,
         for group, points in sorted(series.items()):
             points = sorted(points)
             values = [v * 100 if index else v for _, v in points]
-            line = ax.plot([t for t, _ in points], values, marker="o", markersize=3,
-                           label=group)[0]
+            line = ax.plot(mdates.date2num([t for t, _ in points]), values, marker="o",
+                           markersize=3, label=group)[0]
             base = baselines.get(group, (None, None))[index]
             if base is not None:
                 ax.axhline(base * 100 if index else base, linestyle="--", linewidth=1,
                            color=line.get_color(), alpha=0.7)
+        ax.xaxis_date()
         ax.set_title(label + " (dashed: baseline)", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)

@@ -308,7 +308,8 @@ class ResultStore:
         limit: int | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Records, newest first, filtered on whatever is given."""
-        where, args = [], []
+        where: builtins.list[str] = []
+        args: builtins.list[Any] = []
         for column, value in (("kind", kind), ("cluster", cluster),
                               ("instance_type", instance_type)):
             if value is not None:
