@@ -1,0 +1,228 @@
+"""``pctk config``: new, check, upgrade, show, diff, regen."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from toolkit.errors import PctkError
+
+app = typer.Typer(help="Generate, check, upgrade, show and compare ParallelCluster v3 configs.",
+                  no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+OutputPath = Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic).")]
+VarList = Annotated[
+    list[str] | None, typer.Option("--var", help="Fill ${NAME} with VALUE: --var NAME=VALUE.")
+]
+
+
+class CommandFailed(PctkError):
+    """A command that ran but whose answer is "no" (findings, differences): exit 1 or 2.
+
+    Raised rather than ``typer.Exit`` because the root ``main`` runs click with
+    ``standalone_mode=False``, where click turns ``Exit`` into a return value it drops.
+    """
+
+    def __init__(self, message: str, exit_code: int, hint: str | None = None):
+        super().__init__(message, hint)
+        self.exit_code = exit_code
+
+
+def _finish(code: int, message: str, hint: str | None = None) -> None:
+    if code:
+        raise CommandFailed(message, code, hint)
+
+
+def _echo_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def _load(path: Path) -> Any:
+    from toolkit.config.yamlio import load_yaml
+
+    return load_yaml(path)
+
+
+@app.command("new")
+def new(
+    spec: Annotated[Path, typer.Option("--spec", help="Spec YAML (see cluster-configs/specs).")],
+    output: OutputPath = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Render a full ParallelCluster v3 YAML from a spec."""
+    from toolkit.config.render import render_cluster_config
+    from toolkit.config.spec import load_spec
+    from toolkit.fsutil import atomic_write_text
+
+    text = render_cluster_config(load_spec(spec), str(spec))
+    if output is not None:
+        atomic_write_text(output, text)
+    if as_json:
+        _echo_json({"spec": str(spec), "output": str(output) if output else None,
+                    "yaml": None if output else text})
+    elif output is None:
+        typer.echo(text, nl=False)
+    else:
+        typer.echo(f"wrote {output}", err=True)
+
+
+def _print_report(report: Any) -> None:
+    if not report.findings:
+        typer.echo(f"{report.source}: valid (aws-parallelcluster {report.schema_version} "
+                   "schema, pctk lints)")
+        return
+    for f in report.findings:
+        where = f.where(report.source)
+        hint = f" (fix: {f.hint})" if f.hint else ""
+        typer.echo(f"{f.level.value:7} {where} {f.path_str}: {f.message}{hint}")
+    counts = {lvl: sum(1 for f in report.findings if f.level.value == lvl)
+              for lvl in ("ERROR", "WARNING", "INFO")}
+    summary = ", ".join(f"{n} {lvl.lower()}{'s' if n > 1 else ''}"
+                        for lvl, n in counts.items() if n)
+    typer.echo(f"{report.source}: {summary} (aws-parallelcluster {report.schema_version} schema)")
+
+
+@app.command("check")
+def check(
+    files: Annotated[list[Path], typer.Argument(help="ParallelCluster YAML files.")],
+    var: VarList = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check configs: YAML, ${VAR}s, official schema (offline), pctk lints, version drift.
+
+    Exit 0 valid, 1 findings at ERROR level, 2 unusable input.
+    """
+    from toolkit.config.check import check_file
+    from toolkit.config.placeholders import parse_var_assignments
+
+    variables = parse_var_assignments(var or [])
+    reports = [check_file(f, variables) for f in files]
+    if as_json:
+        _echo_json({"files": [r.to_json() for r in reports]})
+    else:
+        for r in reports:
+            _print_report(r)
+    code = max(r.exit_code for r in reports)
+    bad = [r.source for r in reports if r.exit_code]
+    verdict = "unusable input" if code == 2 else "findings at ERROR level"
+    _finish(code, f"{', '.join(bad)}: {verdict}", "fix the findings above" if code == 1 else None)
+
+
+@app.command("upgrade")
+def upgrade(
+    file: Annotated[Path, typer.Argument(help="Config written for an older ParallelCluster.")],
+    output: OutputPath = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite FILE itself.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Rewrite known version-drift cases (comments kept); says what changed."""
+    from toolkit.config.drift import apply_upgrade
+    from toolkit.config.findings import format_path
+    from toolkit.config.schema import parallelcluster_version
+    from toolkit.config.yamlio import read_text
+    from toolkit.fsutil import atomic_write_text
+
+    if (output is None) == (not in_place):
+        raise PctkError("say where to write", "pass -o OUT or --in-place (not both)")
+    text, changes = apply_upgrade(read_text(file), str(file))
+    target = file if in_place else output
+    assert target is not None
+    if changes or not in_place:
+        atomic_write_text(target, text)
+    rows = [{"path": format_path(c.path), "change": c.fix, "why": c.message} for c in changes]
+    if as_json:
+        _echo_json({"file": str(file), "output": str(target), "changes": rows,
+                    "schema": f"aws-parallelcluster {parallelcluster_version()}"})
+        return
+    if not changes:
+        typer.echo(f"{file}: nothing to upgrade for aws-parallelcluster "
+                   f"{parallelcluster_version()}")
+    for row in rows:
+        typer.echo(f"{row['path']}: {row['change']} ({row['why']})")
+    typer.echo(f"wrote {target}", err=True)
+
+
+@app.command("show")
+def show(file: Annotated[Path, typer.Argument()], as_json: JsonFlag = False) -> None:
+    """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from toolkit.config.summary import summarize
+
+    summary = summarize(_load(file))
+    if as_json:
+        _echo_json(summary.to_json())
+        return
+    table = Table(title=f"{file} ({summary.region or 'no region'})")
+    for col in ("queue", "resource", "instance type", "capacity", "min", "max", "accel/node",
+                "EFA", "$/h each"):
+        table.add_column(col)
+    for r in summary.resources:
+        accel = f"{r.accelerators_per_node} x {r.accelerator}" if r.accelerator else "-"
+        price = f"{r.price_usd_per_hour:,.2f}" if r.price_usd_per_hour is not None else "?"
+        table.add_row(r.queue, r.compute_resource, r.instance_type, r.capacity_type,
+                      str(r.min_count), str(r.max_count), accel, "yes" if r.efa else "no", price)
+    console = Console(file=sys.stdout)
+    console.print(table)
+
+    def money(v: float | None) -> str:
+        return f"${v:,.2f}/h" if v is not None else "unknown (a type has no catalog price)"
+
+    console.print(f"nodes {summary.nodes_min}-{summary.nodes_max}, accelerators "
+                  f"{summary.accelerators_min}-{summary.accelerators_max}; storage: "
+                  f"{', '.join(summary.storage) or 'none'}; accounting: "
+                  f"{'yes' if summary.accounting else 'NO'}")
+    console.print(f"on-demand compute price: {money(summary.price('min'))} at MinCount, "
+                  f"{money(summary.price('max'))} at MaxCount (head node excluded)")
+
+
+@app.command("diff")
+def diff(a: Annotated[Path, typer.Argument()], b: Annotated[Path, typer.Argument()],
+         as_json: JsonFlag = False) -> None:
+    """Semantic differences by YAML path (queues, resources, storage matched by Name).
+
+    Exit 0 when equal, 1 when they differ.
+    """
+    from toolkit.config.diff import diff_configs
+
+    changes = diff_configs(_load(a), _load(b))
+    if as_json:
+        _echo_json({"a": str(a), "b": str(b), "changes": [c.to_json() for c in changes]})
+    else:
+        for c in changes:
+            if c.kind == "changed":
+                typer.echo(f"~ {c.path}: {json.dumps(c.old)} -> {json.dumps(c.new)}")
+            elif c.kind == "added":
+                typer.echo(f"+ {c.path}: {json.dumps(c.new)}")
+            else:
+                typer.echo(f"- {c.path}: {json.dumps(c.old)}")
+        if not changes:
+            typer.echo("no semantic differences")
+    _finish(1 if changes else 0, f"{a} and {b} differ ({len(changes)} changes)")
+
+
+@app.command("regen")
+def regen(
+    check_only: Annotated[bool, typer.Option("--check", help="Only report stale ones.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Regenerate cluster-configs/*.yaml from cluster-configs/specs/*.yaml."""
+    from toolkit.config.presets import regenerate
+
+    changed = regenerate(check_only=check_only)
+    if as_json:
+        _echo_json({"changed": [str(p) for p in changed], "check": check_only})
+    else:
+        verb = "stale" if check_only else "wrote"
+        for p in changed:
+            typer.echo(f"{verb} {p}")
+        if not changed:
+            typer.echo("presets are up to date")
+    _finish(1 if (check_only and changed) else 0, f"{len(changed)} preset(s) are stale",
+            "run `pctk config regen`")
