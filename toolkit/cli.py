@@ -13,6 +13,7 @@ import typer
 
 from toolkit import __version__
 from toolkit.bench.cli import app as bench_app
+from toolkit.config.cli import app as config_app
 from toolkit.errors import PctkError
 from toolkit.local.cli import app as local_app
 from toolkit.results.cli import app as results_app
@@ -32,6 +33,7 @@ app = typer.Typer(
 )
 app.add_typer(local_app, name="local")
 app.add_typer(bench_app, name="bench")
+app.add_typer(config_app, name="config")
 app.add_typer(results_app, name="results")
 app.command("report")(report_command)
 
