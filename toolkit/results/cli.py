@@ -183,10 +183,11 @@ def add(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Ingest record files written by node-side jobs, with their raw logs."""
-    from toolkit.results.ingest import ingest_files
+    from toolkit.results.ingest import load_record_files, store_record_files
 
+    loaded = load_record_files(files, logs)  # before opening: bad input creates no database
     with ResultStore(db) as store:
-        done = ingest_files(store, files, logs)
+        done = store_record_files(store, loaded)
         if make_baseline:
             for item in done:
                 store.set_baseline(item.id)

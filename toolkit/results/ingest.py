@@ -65,10 +65,13 @@ def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
     return loaded
 
 
-def ingest_files(store: ResultStore, paths: Sequence[Path],
-                 extra_logs: Sequence[Path] = ()) -> list[Ingested]:
-    """Validate every file, then store them; ``extra_logs`` attach to each record."""
-    loaded = [load_record_file(p, extra_logs) for p in paths]
+def load_record_files(paths: Sequence[Path],
+                      extra_logs: Sequence[Path] = ()) -> list[RecordFile]:
+    """Read and validate every file; ``extra_logs`` attach to each record."""
+    return [load_record_file(p, extra_logs) for p in paths]
+
+
+def store_record_files(store: ResultStore, loaded: Sequence[RecordFile]) -> list[Ingested]:
     done = []
     for item in loaded:
         new = not store.has(item.record["id"])
