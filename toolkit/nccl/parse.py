@@ -13,7 +13,7 @@ Formats handled (all seen in published logs):
 - a run that stopped before its footer: returned with ``complete=False``, the rows it got
   and the lines that say why.
 
-The JSON file of ``-J/--output_file`` (nccl-tests >= 2.17) is read by :mod:`.parse_json`.
+The JSON file of ``-J/--output_file`` (nccl-tests >= 2.18.5) is read by :mod:`.parse_json`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ _FAILURE = re.compile(
     r"Test NCCL failure|Test failure|Cuda failure|CUDA failure|NCCL failure|"
     r"srun: error|slurmstepd: error|Segmentation fault|Bus error|Aborted|Killed|"
     r"terminate called|mpirun noticed|MPI_ABORT|exited on signal|Invalid number of GPUs|"
-    r"out of memory|Traceback", re.IGNORECASE)
+    r"out of memory|Traceback|^pctk: ", re.IGNORECASE)
 _TIME_COLS = ("time", "cputime")
 _KEY_COLS = ("size", "count", "type", "redop", "root")
 MAX_FAILURE_LINES = 30

@@ -1,4 +1,4 @@
-"""Read the JSON file nccl-tests writes with ``-J/--output_file <file>.json`` (>= 2.17).
+"""Read the JSON file nccl-tests writes with ``-J/--output_file <file>.json`` (>= v2.18.5).
 
 Layout, from nccl-tests ``src/util.cu`` (JSON_FILE_VERSION 3; earlier builds lack
 ``version`` and spell ``average_bus_bandwidith``)::

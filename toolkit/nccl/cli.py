@@ -1,0 +1,348 @@
+"""``pctk bench nccl run|parse|compare|plot`` and ``pctk bench collectives``.
+
+Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL or a regression, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from toolkit.errors import PctkError
+
+app = typer.Typer(help="nccl-tests: run on the cluster, parse logs, judge, compare, plot.",
+                  no_args_is_help=True)
+
+JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
+InstanceType = typer.Option(None, "--instance-type", envvar="PCTK_INSTANCE_TYPE",
+                            help="Instance type for the busbw expectation (catalog).")
+Collective = typer.Option(None, "--collective", "-c",
+                          help="Collective when the log does not name it (all_reduce, ...).")
+LogFiles = typer.Argument(..., help="nccl-tests logs (text or -J JSON).")
+RecordOut = typer.Option(None, "--out", "-o", help="Write the pctk.result/v1 record.")
+CsvOut = typer.Option(None, "--csv", help="Write the rows as CSV.")
+PlotOut = typer.Option(None, "--plot", help="Write a busbw PNG.")
+RunCollectives = typer.Option(["all_reduce"], "--collective", "-c",
+                              help="Repeat for several (all_gather, alltoall...).")
+ExtraEnv = typer.Option([], "--env", help="Extra KEY=VALUE for the run.")
+RunOutDir = typer.Option(Path("nccl-results"), "--out", "-o",
+                         help="Folder for raw logs and record.json.")
+Before = typer.Argument(..., help="Baseline: record or raw log.")
+After = typer.Argument(..., help="New run: record or raw log.")
+PlotFiles = typer.Argument(..., help="Records or raw logs to overlay.")
+PlotPath = typer.Option(Path("busbw.png"), "--out", "-o")
+SweepOutDir = typer.Option(Path("collectives-results"), "--out", "-o")
+FromRecord = typer.Option(None, "--from-record",
+                          help="Judge an existing record instead of submitting.")
+
+
+def _console(as_json: bool) -> Console:
+    # with --json, stdout carries only the JSON document
+    return Console(stderr=True) if as_json else Console()
+
+
+def _wide_console() -> Console:
+    """Tables need about 110 columns; rich would wrap them at 80 when piped."""
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
+def _exit_for(status_failed: bool) -> None:
+    # SystemExit, not typer.Exit: toolkit.cli.main drops typer.Exit codes returned by
+    # click in standalone_mode=False
+    if status_failed:
+        raise SystemExit(1)
+
+
+def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_json: bool,
+               csv_path: Path | None, plot_path: Path | None) -> None:
+    from toolkit.nccl.report import plot_busbw, print_run, write_csv
+
+    if csv_path:
+        write_csv(csv_path, runs)
+    if plot_path:
+        plot_busbw(plot_path, runs)
+    if as_json:
+        typer.echo(json.dumps(rec, indent=2, sort_keys=True))
+        return
+    console = _wide_console()
+    for run, v in zip(runs, verdicts, strict=True):
+        print_run(console, run, v)
+    console.print(f"[bold]overall {rec['verdict']['status']}[/]")
+
+
+@app.command()
+def parse(
+    files: list[Path] = LogFiles,
+    collective: str = Collective,
+    nranks: int = typer.Option(None, "--nranks", help="Rank count when the log lacks it."),
+    instance_type: str = InstanceType,
+    nodes: int = typer.Option(None, "--nodes", help="Node count [default: hosts in the log]."),
+    out: Path = RecordOut,
+    csv_path: Path = CsvOut,
+    plot_path: Path = PlotOut,
+    as_json: bool = JsonOut,
+) -> None:
+    """Parse nccl-tests output, cross-check the figures and give a verdict."""
+    from benchmarks.record import write_record
+    from toolkit.nccl.parse import parse_nccl_file
+    from toolkit.nccl.record import build_record, judge_runs
+
+    runs = [r for f in files for r in parse_nccl_file(f, collective=collective, nranks=nranks)]
+    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes)
+    rec = build_record("nccl-tests", runs, verdicts,
+                       params={"files": [str(f) for f in files], "collective": collective,
+                               "instance_type": instance_type, "nodes": nodes},
+                       raw_logs=[os.path.relpath(f, out.parent) if out else str(f)
+                                 for f in files],
+                       cluster={"instance_type": instance_type, "nodes": nodes})
+    if out:
+        write_record(out, rec)
+    _emit_runs(runs, verdicts, rec, as_json, csv_path, plot_path)
+    _exit_for(rec["verdict"]["status"] == "FAIL")
+
+
+@app.command()
+def run(
+    collectives: list[str] = RunCollectives,
+    nodes: int = typer.Option(1, "--nodes", "-N"),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node"),
+    launcher: str = typer.Option("srun", "--launcher", help="srun | mpirun | none"),
+    partition: str = typer.Option(None, "--partition", "-p"),
+    min_bytes: str = typer.Option("8", "--min-bytes", "-b"),
+    max_bytes: str = typer.Option("16G", "--max-bytes", "-e"),
+    iters: int = typer.Option(20, "--iters", "-n"),
+    warmup: int = typer.Option(5, "--warmup", "-w"),
+    nccl_tests_dir: str = typer.Option(None, "--nccl-tests-dir", envvar="NCCL_TESTS_DIR",
+                                       help="Folder with the *_perf binaries."),
+    env: list[str] = ExtraEnv,
+    out_dir: Path = RunOutDir,
+    instance_type: str = InstanceType,
+    timeout: float = typer.Option(1800, "--timeout", help="Seconds per binary."),
+    as_json: bool = JsonOut,
+) -> None:
+    """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
+    from benchmarks.collectives import canonical_collective
+    from benchmarks.record import write_record
+    from toolkit.nccl.parse import parse_nccl_output
+    from toolkit.nccl.record import build_record, judge_runs
+    from toolkit.nccl.runner import LaunchSpec, build_command, find_binary, launch_env, run_logged
+
+    extra = {}
+    for item in env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PctkError(f"--env {item!r} is not KEY=VALUE", "write --env NCCL_ALGO=Ring")
+        extra[key] = value
+    try:
+        names = [canonical_collective(c) for c in collectives]
+    except ValueError as exc:
+        raise PctkError(str(exc), None) from None
+    console = _console(as_json)
+    runs, logs, commands = [], [], []
+    for name in names:
+        spec = LaunchSpec(name, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
+                          min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
+                          warmup=warmup, partition=partition, extra_env=extra)
+        cmd = build_command(spec, find_binary(name, nccl_tests_dir))
+        log = out_dir / f"{name}.log"
+        rows = 0
+
+        def progress(line: str, _name: str = name) -> None:
+            nonlocal rows
+            if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
+                rows += 1
+                console.print(f"  {_name}: {rows} sizes done", end="\r")
+        console.print(f"[bold]{name}[/]: {' '.join(cmd)}", markup=False, highlight=False)
+        outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout, on_line=progress)
+        console.print("")
+        try:
+            found = parse_nccl_output(log.read_text(errors="replace"), collective=name,
+                                      source=str(log))
+        except PctkError:
+            from toolkit.nccl.model import CollectiveRun
+
+            found = [CollectiveRun(name, "given", source=str(log), failure_lines=[
+                f"no nccl-tests output; exit status {outcome.returncode}"])]
+        runs += found
+        logs.append(log.name)
+        commands.append(cmd)
+    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes)
+    rec = build_record("nccl-tests", runs, verdicts, raw_logs=logs,
+                       params={"collectives": names, "nodes": nodes,
+                               "gpus_per_node": gpus_per_node, "launcher": launcher,
+                               "min_bytes": min_bytes, "max_bytes": max_bytes, "iters": iters,
+                               "warmup": warmup, "commands": commands, "env": extra},
+                       cluster={"instance_type": instance_type, "nodes": nodes,
+                                "partition": partition})
+    write_record(out_dir / "record.json", rec)
+    console.print(f"record: {out_dir / 'record.json'}")
+    _emit_runs(runs, verdicts, rec, as_json, None, None)
+    _exit_for(rec["verdict"]["status"] == "FAIL")
+
+
+@app.command()
+def compare(
+    before: Path = Before,
+    after: Path = After,
+    threshold: float = typer.Option(0.10, "--threshold",
+                                    help="Flag a drop larger than this fraction."),
+    min_bytes: str = typer.Option("1M", "--min-bytes",
+                                  help="Only flag sizes at or above this (small = noisy)."),
+    collective: str = Collective,
+    as_json: bool = JsonOut,
+) -> None:
+    """busbw change per size between two runs; exit 1 on a regression."""
+    from rich.table import Table
+
+    from benchmarks.collectives import parse_bytes
+    from toolkit.nccl.compare import compare_runs
+    from toolkit.nccl.record import load_runs
+    from toolkit.nccl.report import human_bytes
+
+    try:
+        floor = parse_bytes(min_bytes)
+    except ValueError as exc:
+        raise PctkError(str(exc), "write e.g. --min-bytes 1M") from None
+    comps, unmatched = compare_runs(load_runs(before, collective=collective),
+                                    load_runs(after, collective=collective),
+                                    threshold=threshold, min_bytes=floor)
+    if not comps:
+        raise PctkError(f"nothing to compare between {before} and {after}"
+                        + (f" ({'; '.join(unmatched)})" if unmatched else ""),
+                        "compare runs of the same collective")
+    regressed = any(c.regressions for c in comps)
+    if as_json:
+        typer.echo(json.dumps({
+            "threshold": threshold, "min_bytes": floor, "regression": regressed,
+            "unmatched": unmatched,
+            "collectives": [{"collective": c.collective, "sizes": [s.__dict__ for s in c.sizes],
+                             "only_before": c.only_before, "only_after": c.only_after}
+                            for c in comps]}, indent=2))
+    else:
+        console = _wide_console()
+        for c in comps:
+            t = Table(title=f"{c.collective}: busbw GB/s", box=None, title_justify="left")
+            for col in ("size", "before", "after", "change", ""):
+                t.add_column(col, justify="right")
+            for s in c.sizes:
+                flag = "[red]REGRESSION[/]" if s.regression else ""
+                t.add_row(human_bytes(s.size_bytes), f"{s.before_gbps:.2f}",
+                          f"{s.after_gbps:.2f}", f"{s.change:+.1%}", flag)
+            console.print(t)
+        for u in unmatched:
+            console.print(f"note: {u}")
+        console.print("[red]regression[/]" if regressed else "no regression beyond "
+                      f"{threshold:.0%} at >= {human_bytes(floor)}")
+    _exit_for(regressed)
+
+
+@app.command()
+def plot(
+    files: list[Path] = PlotFiles,
+    out: Path = PlotPath,
+    collective: str = Collective,
+    as_json: bool = JsonOut,
+) -> None:
+    """PNG of busbw against message size (log2), several runs overlaid."""
+    from toolkit.nccl.record import load_runs
+    from toolkit.nccl.report import plot_busbw, run_title
+
+    runs, labels = [], []
+    for f in files:
+        for r in load_runs(f, collective=collective):
+            runs.append(r)
+            labels.append(f"{f.name}: {run_title(r).split(' | ')[0]}")
+    path = plot_busbw(out, runs, labels)
+    if as_json:
+        typer.echo(json.dumps({"plot": str(path), "runs": len(runs)}))
+    else:
+        typer.echo(f"wrote {path} ({len(runs)} runs)")
+
+
+def collectives(
+    nodes: int = typer.Option(2, "--nodes", "-N"),
+    partition: str = typer.Option(None, "--partition", "-p"),
+    ntasks_per_node: int = typer.Option(1, "--ntasks-per-node",
+                                        help="Ranks per node (GPUs per node on GPU nodes)."),
+    gpus_per_node: int = typer.Option(None, "--gpus-per-node"),
+    ops: str = typer.Option("all_reduce,all_gather,reduce_scatter,all_to_all,broadcast",
+                            "--ops"),
+    min_bytes: str = typer.Option("1K", "--min-bytes"),
+    max_bytes: str = typer.Option("64M", "--max-bytes"),
+    iters: int = typer.Option(20, "--iters"),
+    warmup: int = typer.Option(5, "--warmup"),
+    emulate_missing: bool = typer.Option(False, "--emulate-missing",
+                                         help="Emulate collectives gloo lacks (labelled)."),
+    out_dir: Path = SweepOutDir,
+    timeout: float = typer.Option(1800, "--timeout", help="Seconds to wait for the job."),
+    from_record: Path = FromRecord,
+    instance_type: str = InstanceType,
+    as_json: bool = JsonOut,
+) -> None:
+    """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
+    from benchmarks.collectives import parse_bytes
+    from benchmarks.record import read_record, write_record
+    from toolkit.nccl.network import detect_network
+    from toolkit.nccl.record import judge_runs, runs_from_record
+    from toolkit.nccl.sweep_job import SweepJob, sbatch_command, submit, sweep_env, wait_for_job
+    from toolkit.nccl.verdict import worst
+
+    console = _console(as_json)
+    log: Path | None = None
+    if from_record:
+        rec_path = from_record
+    else:
+        try:
+            parse_bytes(min_bytes), parse_bytes(max_bytes)
+        except ValueError as exc:
+            raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
+        out_dir = out_dir.resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
+                       gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
+                       max_bytes=max_bytes, iters=iters, warmup=warmup,
+                       emulate_missing=emulate_missing)
+        cmd = sbatch_command(job, out_dir)
+        job_id = submit(cmd, sweep_env())
+        console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
+                      highlight=False)
+        state = wait_for_job(job_id, timeout=timeout,
+                             on_state=lambda s: console.print(f"  job {job_id}: {s}"))
+        rec_path = out_dir / "record.json"
+        log = out_dir / f"slurm-{job_id}.out"
+        if not rec_path.is_file():
+            tail = log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
+            raise PctkError(f"job {job_id} ended {state} without a record at {rec_path}",
+                            "read the job log" + (": " + " / ".join(tail) if tail else ""),
+                            log=str(log))
+    try:
+        rec = read_record(rec_path)
+    except (OSError, ValueError) as exc:
+        raise PctkError(f"cannot read {rec_path}: {exc}", "pass a collectives record") from None
+    runs = runs_from_record(rec)
+    if log and log.is_file():
+        net = detect_network(log.read_text(errors="replace").splitlines())
+        for r in runs:
+            r.network = net
+        rec["raw_logs"] = sorted({*rec.get("raw_logs", []), log.name})
+    verdicts = judge_runs(runs, instance_type=instance_type,
+                          nodes=rec.get("cluster", {}).get("nodes"))
+    node_status = rec["verdict"]["status"]
+    for block, v in zip(rec["metrics"]["collectives"], verdicts, strict=True):
+        block["verdict"] = v.to_dict()
+        block["network"] = {"transport": runs[0].network.transport,
+                            "evidence": runs[0].network.evidence}
+    rec["verdict"] = {"status": worst([node_status, *(v.status for v in verdicts)]),
+                      "reasons": rec["verdict"]["reasons"] + [
+                          f"{r.collective}: {x}" for r, v in zip(runs, verdicts, strict=True)
+                          for x in v.reasons]}
+    if not from_record:
+        write_record(rec_path, rec)
+    _emit_runs(runs, verdicts, rec, as_json, None, None)
+    _exit_for(rec["verdict"]["status"] == "FAIL")

@@ -1,0 +1,126 @@
+"""Submit the torch.distributed sweep through Slurm, wait for it, judge its record.
+
+Until toolkit.submit exists this is a plain ``sbatch`` of ``sbatch/collectives.sbatch``
+followed by ``sacct`` polling (``squeue`` when accounting is off, where sacct only errors).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.errors import PctkError
+
+REPO = Path(__file__).resolve().parents[2]
+SBATCH_SCRIPT = REPO / "sbatch" / "collectives.sbatch"
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+            "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+
+Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
+
+
+def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=60)
+
+
+@dataclass
+class SweepJob:
+    nodes: int = 2
+    partition: str | None = None
+    ntasks_per_node: int = 1
+    gpus_per_node: int | None = None
+    ops: str = "all_reduce,all_gather,reduce_scatter,all_to_all,broadcast"
+    min_bytes: str = "1K"
+    max_bytes: str = "64M"
+    iters: int = 20
+    warmup: int = 5
+    time_limit: str | None = None
+    emulate_missing: bool = False
+
+
+def sbatch_command(job: SweepJob, out_dir: Path) -> list[str]:
+    cmd = ["sbatch", "--parsable", f"--nodes={job.nodes}",
+           f"--ntasks-per-node={job.ntasks_per_node}", f"--chdir={REPO}",
+           f"--output={out_dir / 'slurm-%j.out'}", "--export=ALL"]
+    if job.partition:
+        cmd.append(f"--partition={job.partition}")
+    if job.gpus_per_node:
+        cmd.append(f"--gpus-per-node={job.gpus_per_node}")
+    if job.time_limit:
+        cmd.append(f"--time={job.time_limit}")
+    cmd += [str(SBATCH_SCRIPT), "--ops", job.ops, "--min-bytes", job.min_bytes,
+            "--max-bytes", job.max_bytes, "--iters", str(job.iters), "--warmup",
+            str(job.warmup), "--out", str(out_dir / "record.json")]
+    if job.emulate_missing:
+        cmd.append("--emulate-missing")
+    return cmd
+
+
+def sweep_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The job runs this repo's code with this interpreter (the venv's python)."""
+    env = dict(os.environ if base is None else base)
+    env["PCTK_PYTHON"] = sys.executable
+    env["PCTK_REPO"] = str(REPO)
+    return env
+
+
+def submit(cmd: list[str], env: dict[str, str]) -> str:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
+                             timeout=60)
+    except FileNotFoundError:
+        raise PctkError("sbatch not found on PATH",
+                        "run on a Slurm login node, or start the twin (pctk local up)") from None
+    if res.returncode != 0:
+        msg = (res.stderr or res.stdout).strip().splitlines()
+        raise PctkError(f"sbatch failed: {msg[-1] if msg else res.returncode}",
+                        "check --partition/--nodes against `sinfo`")
+    job_id = res.stdout.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise PctkError(f"sbatch printed no job id: {res.stdout.strip()!r}", None)
+    return job_id
+
+
+def job_state(job_id: str, run: Runner = _run) -> str | None:
+    """Slurm's state for the job (``COMPLETED``, ``RUNNING``...), None if nobody knows."""
+    try:
+        res = run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"])
+        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if res.returncode == 0 and lines:
+            return lines[0].split()[0]
+        res = run(["squeue", "-h", "-j", job_id, "-o", "%T"])
+        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if res.returncode == 0 and lines:
+            return lines[0]
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return None
+
+
+def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0, run: Runner = _run,
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_state: Callable[[str], None] | None = None) -> str:
+    """Poll until a terminal state; 'GONE' when the job left the queue without accounting."""
+    deadline = time.monotonic() + timeout
+    seen = False
+    last = ""
+    while True:
+        state = job_state(job_id, run)
+        if state is None and seen:
+            return "GONE"
+        if state:
+            seen = True
+            if state != last and on_state:
+                on_state(state)
+            last = state
+            if state.startswith(TERMINAL):
+                return state
+        if time.monotonic() > deadline:
+            raise PctkError(f"job {job_id} still {last or 'unknown'} after {timeout:g} s",
+                            f"wait longer (--timeout) or check `squeue -j {job_id}`")
+        sleep(poll)
