@@ -8,3 +8,9 @@ app = typer.Typer(
     help="Benchmarks that validate the accelerator and interconnect layers.",
     no_args_is_help=True,
 )
+
+from toolkit.nccl.cli import app as nccl_app  # noqa: E402
+from toolkit.nccl.cli import collectives as collectives_command  # noqa: E402
+
+app.add_typer(nccl_app, name="nccl")
+app.command("collectives")(collectives_command)
