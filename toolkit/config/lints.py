@@ -104,7 +104,21 @@ class PlacementGroupReservationLint(Lint):
             )
 
 
+def _accelerated(cr: view.CrView) -> bool:
+    return any((inst := catalog.find(t)) is not None and inst.accelerator is not None
+               for t in cr.instance_types)
+
+
+def _accelerated_nodes(q: view.QueueView) -> int:
+    return sum(cr.max_count for cr in q.compute_resources() if _accelerated(cr))
+
+
 class EfaLint(Lint):
+    """EFA on where the type has none; EFA off on a single-node accelerated queue.
+
+    A multi-node queue without EFA is MultiNodeWithoutEfaLint's finding, not a second one here.
+    """
+
     code = "efa"
 
     def _check(self, data: Any) -> Iterator[Finding]:
@@ -117,12 +131,13 @@ class EfaLint(Lint):
                     yield self.finding(Level.ERROR, (*cr.path, "Efa", "Enabled"),
                                        f"{cr.label}: {itype} does not support EFA",
                                        "set Efa/Enabled: false or pick an EFA instance type")
-                elif not cr.efa_enabled and inst.efa_supported and inst.accelerator is not None:
+                elif (not cr.efa_enabled and inst.efa_supported and inst.accelerator is not None
+                      and _accelerated_nodes(cr.queue) <= 1):
                     yield self.finding(
                         Level.WARNING, cr.path,
                         f"{cr.label}: {itype} supports EFA ({inst.efa_interfaces} interfaces) "
-                        "but EFA is off: collectives between nodes fall back to TCP",
-                        "add Efa: {Enabled: true} to the compute resource",
+                        "but EFA is off",
+                        "add Efa: {Enabled: true} (ParallelCluster warns about this too)",
                     )
 
 
@@ -131,24 +146,22 @@ class MultiNodeWithoutEfaLint(Lint):
 
     def _check(self, data: Any) -> Iterator[Finding]:
         for q in view.queues(data):
-            crs = list(q.compute_resources())
-            gpu_crs = [cr for cr in crs if any(
-                (inst := catalog.find(t)) is not None and inst.accelerator is not None
-                for t in cr.instance_types)]
-            nodes = sum(cr.max_count for cr in gpu_crs)
+            nodes = _accelerated_nodes(q)
             if nodes <= 1:
                 continue
-            for cr in gpu_crs:
+            for cr in q.compute_resources():
+                if not _accelerated(cr) or cr.efa_enabled:
+                    continue
                 capable = all((i := catalog.find(t)) is not None and i.efa_supported
                               for t in cr.instance_types)
-                if not cr.efa_enabled and not capable:
-                    yield self.finding(
-                        Level.WARNING, cr.path,
-                        f"{cr.label}: multi-node accelerator queue ({nodes} nodes) without EFA: "
-                        "NCCL will use TCP sockets between nodes",
-                        "use an EFA-capable instance type (p4d, p5, p5en, p6-b200, trn1) for "
-                        "multi-node training, or MaxCount: 1",
-                    )
+                hint = ("add Efa: {Enabled: true} and a placement group" if capable else
+                        "use an EFA-capable type (p4d, p5, p5en, p6-b200, trn1) or MaxCount: 1")
+                yield self.finding(
+                    Level.WARNING, cr.path,
+                    f"{cr.label}: multi-node accelerated queue ({nodes} nodes) without EFA: "
+                    "NCCL falls back to TCP sockets between nodes",
+                    hint,
+                )
 
 
 class EfaPlacementGroupLint(Lint):
