@@ -142,6 +142,9 @@ def _finish(run: CollectiveRun, lines: list[str], after_table: list[str],
         counts = [int(m.group(1)) for ln in lines if (m := _NRANKS_INFO.search(ln))]
         if counts:
             run.nranks, run.nranks_source = max(counts), "NCCL INFO lines"
+    if not run.rows and run.format:
+        run.notes.append(f"column header in {run.format} format, but no data rows")
+        run.format = None
     run.dtype = _uniform([r.dtype for r in run.rows])
     run.redop = _uniform([r.redop for r in run.rows])
     failures = [ln for ln in lines if _FAILURE.search(ln)]

@@ -20,7 +20,9 @@ def judge_runs(runs: list[CollectiveRun], *, instance_type: str | None = None,
     verdicts = []
     for run in runs:
         n = nodes or len(run.hosts) or None
-        exp = expectation or lookup_expectation(instance_type, n, run.collective or "all_reduce")
+        top = run.largest()
+        exp = expectation or lookup_expectation(instance_type, n, run.collective or "all_reduce",
+                                                top.size_bytes if top else None)
         verdicts.append(judge(run, exp, nodes=n))
     return verdicts
 

@@ -41,7 +41,7 @@ class Expectation:
     """Expected busbw at large messages (mirrors toolkit.catalog's Expectation)."""
 
     gbps: float
-    size_bytes: int
+    size_bytes: int | None      # None: the source states no message size
     source: str
     note: str = ""
 
@@ -64,24 +64,34 @@ def worst(statuses: list[str]) -> str:
     return max(statuses, key=lambda s: _ORDER[s]) if statuses else "UNKNOWN"
 
 
-def lookup_expectation(instance_type: str | None, nodes: int | None,
-                       collective: str) -> Expectation | None:
-    """The catalog's expectation, or None (catalog absent, type unknown, no figure)."""
+def lookup_expectation(instance_type: str | None, nodes: int | None, collective: str,
+                       largest_size: int | None = None) -> Expectation | None:
+    """The catalog's expectation, or None (catalog absent, type unknown, no figure).
+
+    ``largest_size`` asks for the largest published size not above what the run sent, so
+    a sweep to 2 GiB is not judged against a 16 GiB figure.
+    """
     if not instance_type or not nodes:
         return None
     try:
-        from toolkit import catalog  # type: ignore[attr-defined]
+        from toolkit import catalog
     except ImportError:
         return None
     try:
-        it = catalog.find(instance_type) if hasattr(catalog, "find") else None
-        it = it or catalog.get(instance_type)
-        exp = catalog.expected_busbw(it, nodes, collective=collective)
+        exp = catalog.expected_busbw(instance_type, nodes, collective=collective,
+                                     size_bytes=largest_size)
+        if exp is None and largest_size is not None:
+            exp = catalog.expected_busbw(instance_type, nodes, collective=collective)
+        sources = catalog.sources() if hasattr(catalog, "sources") else {}
     except Exception:  # unknown type or collective: treated as "no expectation"
         return None
     if exp is None:
         return None
-    return Expectation(float(exp.gbps), int(exp.size_bytes), str(exp.source),
+    where = str(exp.source)
+    if sources.get(where):
+        where = f"{where}: {sources[where]}"
+    size = getattr(exp, "size_bytes", None)
+    return Expectation(float(exp.gbps), int(size) if size else None, where,
                        str(getattr(exp, "note", "") or ""))
 
 
@@ -143,16 +153,18 @@ def _judge_bandwidth(v: Verdict, run: CollectiveRun, exp: Expectation | None) ->
     if exp is None:
         v.reasons.append("note: no busbw expectation for this instance type and node count")
         return
-    large = [r for r in run.rows if r.size_bytes >= exp.size_bytes and r.primary()]
+    floor = exp.size_bytes or 0
+    large = [r for r in run.rows if r.size_bytes >= floor and r.primary()]
     if not large:
         top = run.largest()
         v.reasons.append(f"note: busbw not judged: largest size {top.size_bytes if top else 0} B "
-                         f"is below the expectation's {exp.size_bytes} B")
+                         f"is below the expectation's {floor} B")
         return
     best = max(r.primary().busbw_gbps for r in large)  # type: ignore[union-attr]
     ratio = best / exp.gbps if exp.gbps else 0.0
-    text = (f"busbw {best:.1f} GB/s at >= {exp.size_bytes} B is {ratio:.0%} of expected "
-            f"{exp.gbps:g} GB/s ({exp.source})")
+    at = f">= {exp.size_bytes} B" if exp.size_bytes else "any size (source states none)"
+    text = (f"busbw {best:.1f} GB/s at {at} is {ratio:.0%} of expected {exp.gbps:g} GB/s "
+            f"({exp.source}{'; ' + exp.note if exp.note else ''})")
     if ratio < FAIL_BELOW:
         v.add("FAIL", text + f" < {FAIL_BELOW:.0%}")
     elif ratio < WARN_BELOW:
