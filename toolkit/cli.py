@@ -18,6 +18,7 @@ from toolkit.errors import PctkError
 from toolkit.local.cli import app as local_app
 from toolkit.results.cli import app as results_app
 from toolkit.results.cli import report_command
+from toolkit.submit.cli import register as register_submit
 
 app = typer.Typer(
     name="pctk",
@@ -33,6 +34,7 @@ app = typer.Typer(
 )
 app.add_typer(local_app, name="local")
 app.add_typer(bench_app, name="bench")
+register_submit(app)
 app.add_typer(config_app, name="config")
 app.add_typer(results_app, name="results")
 app.command("report")(report_command)
@@ -56,7 +58,8 @@ def _root(
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: turn user-fixable errors into one line and exit code 2."""
     try:
-        app(args=argv, prog_name="pctk", standalone_mode=False)
+        # without standalone mode click returns typer.Exit's code instead of raising it
+        rc = app(args=argv, prog_name="pctk", standalone_mode=False)
     except PctkError as exc:
         print(f"pctk: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":
