@@ -1,0 +1,277 @@
+"""``pctk submit``, ``pctk jobs``, ``pctk logs``, ``pctk cancel``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from toolkit.errors import PctkError
+from toolkit.submit.cluster import load_cluster
+from toolkit.submit.command import CommandJob, jobs_dir, job_from_cluster, load_index, submit_command
+from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="Cluster config (default: the cluster "
+                         "Slurm points at: $PCTK_CLUSTER_CONFIG, the twin, or ParallelCluster's).")
+
+
+def _stopped(exc: StoppedWaiting) -> None:
+    ids = " ".join(exc.job_ids)
+    print(f"pctk: stopped waiting; jobs {ids} keep running. Cancel with: pctk cancel {ids}",
+          file=sys.stderr)
+    raise typer.Exit(130)
+
+
+def submit(
+    command: list[str] = typer.Argument(None, help="The command and its arguments, after --."),
+    queue: str = typer.Option(None, "--queue", "-q", help="Queue (Slurm partition) "
+                              "(default: the config's first)."),
+    nodes: int = typer.Option(1, "--nodes", "-N", min=1, help="Number of nodes."),
+    gpus_per_node: int = typer.Option(None, "--gpus-per-node", "-G", min=0,
+                                      help="GPUs per node (default: all the instance has)."),
+    tasks_per_node: int = typer.Option(None, "--tasks-per-node", min=1,
+                                       help="Tasks per node (default: one per GPU, else 1)."),
+    time_limit: str = typer.Option("60", "--time", "-t", help="Time limit: minutes or "
+                                   "[D-]HH:MM[:SS]."),
+    array: str = typer.Option(None, "--array", "-a", help="Array indices: 0-99, 0-99:2, "
+                              "1,5,7, with %LIMIT for concurrency. Split past MaxArraySize."),
+    name: str = typer.Option(None, "--name", "-J", help="Job name (passed verbatim)."),
+    fn: str = typer.Option(None, "--fn", help="Run module:function (arguments: the strings "
+                           "after --) through submitit instead of a command."),
+    torchrun: bool = typer.Option(False, "--torchrun", help="Launch with torchrun, one per "
+                                  "node, c10d rendezvous on the first node."),
+    nccl_debug: bool = typer.Option(False, "--nccl-debug", help="Set NCCL_DEBUG=INFO."),
+    wait: bool = typer.Option(False, "--wait", "-w", help="Wait for the end with a progress "
+                              "bar; exit 1 if any task did not complete."),
+    config: str = ConfigOpt,
+    json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Submit a command (multi-node aware: srun across nodes) or a Python function.
+
+    Examples: pctk submit -q gpu -N 2 -- python train.py --lr 3e-4 ;
+    pctk submit --array 0-999%50 -- python sweep.py ; pctk submit --fn mymod:main --wait
+    """
+    topo = load_cluster(config)
+    qname, efa, itype, gpus = job_from_cluster(topo, queue, gpus_per_node, nodes)
+    if fn:
+        _submit_function(fn, command or [], topo, qname, nodes, gpus, time_limit, name, wait,
+                         json_out)
+        return
+    if not command:
+        raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
+    from toolkit.submit.executor import max_array_size
+
+    job = CommandJob(argv=list(command), queue=qname, nodes=nodes, gpus_per_node=gpus,
+                     tasks_per_node=tasks_per_node, time=time_limit, name=name, array=array,
+                     torchrun=torchrun, efa=efa, nccl_debug=nccl_debug,
+                     exclusive=bool(gpus) and gpus == (gpus_per_node or gpus), instance_type=itype)
+    sub = submit_command(job, max_array=max_array_size())
+    if json_out and not wait:
+        print(json.dumps(sub.to_json()))
+        return
+    if not json_out:
+        print(f"submitted {' '.join(sub.job_ids)} ({len(sub.task_ids)} task(s)) to {qname}; "
+              f"logs in {sub.folder}")
+    if wait:
+        try:
+            states = wait_for(sub.task_ids, poll_s=2, show=not json_out)
+        except StoppedWaiting as exc:
+            _stopped(exc)
+        bad = {k: v for k, v in states.items() if not v.startswith(OK_STATES)}
+        if json_out:
+            print(json.dumps({**sub.to_json(), "states": states}))
+        elif bad:
+            print(f"{len(bad)} of {len(states)} task(s) did not complete: "
+                  + ", ".join(f"{k}={v}" for k, v in list(bad.items())[:10]), file=sys.stderr)
+        if bad:
+            raise typer.Exit(1)
+
+
+def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, gpus: int,
+                     time_limit: str, name: str | None, wait: bool, json_out: bool) -> None:
+    if ":" not in spec:
+        raise PctkError(f"--fn {spec!r} is not module:function", "e.g. --fn mypkg.train:main")
+    mod_name, func_name = spec.split(":", 1)
+    sys.path.insert(0, os.getcwd())
+    try:
+        func = getattr(importlib.import_module(mod_name), func_name)
+    except (ImportError, AttributeError) as exc:
+        raise PctkError(f"cannot load {spec}: {exc}", "check the module path and name") from None
+    from toolkit.submit.executor import ClusterExecutor
+
+    minutes = int(time_limit) if time_limit.isdigit() else 60
+    folder = jobs_dir() / "submitit"
+    ex = ClusterExecutor(folder, cluster=topo, queue=qname, nodes=nodes,
+                         gpus_per_node=gpus or None, timeout_min=minutes,
+                         job_name=name or func_name)
+    job = ex.submit(func, *args)
+    from toolkit.fsutil import atomic_write_json
+
+    atomic_write_json(jobs_dir() / "index" / f"{job.job_id}.json",
+                      {"job_id": job.job_id, "folder": str(folder), "kind": "submitit"})
+    if not wait:
+        print(json.dumps({"job_ids": [job.job_id]}) if json_out else f"submitted {job.job_id}")
+        return
+    try:
+        wait_for([job.job_id], poll_s=2, show=not json_out)
+    except StoppedWaiting as exc:
+        _stopped(exc)
+    try:
+        result = job.result()
+    except Exception as exc:
+        raise PctkError(f"job {job.job_id} failed: {str(exc).strip().splitlines()[-1]}",
+                        f"pctk logs {job.job_id}") from None
+    print(json.dumps({"job_id": job.job_id, "result": repr(result)}) if json_out else result)
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise PctkError(f"{argv[0]} not found", "run on the head node, or point at the twin: "
+                        'eval "$(pctk local env)"') from None
+
+
+def jobs(
+    all_users: bool = typer.Option(False, "--all-users", help="Everyone's jobs, not just yours."),
+    since: str = typer.Option("now-1days", "--since", help="sacct start time (e.g. now-7days)."),
+    json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Your jobs: id, name, state, nodes, elapsed, exit code (sacct; squeue without accounting)."""
+    fields = ["JobID", "JobName", "State", "NNodes", "Elapsed", "ExitCode", "NodeList"]
+    user = [] if all_users else ["--user", os.environ.get("USER") or _whoami()]
+    r = _run(["sacct", "-X", "-n", "-P", "-S", since, "-o", ",".join(fields), *user])
+    rows: list[dict[str, str]] = []
+    source = "sacct"
+    if r.returncode == 0:
+        rows = _parse_parsable(r.stdout, fields)
+    else:
+        source = "squeue"
+        sq = _run(["squeue", "--states=all", "-h", "-o", "%i|%j|%T|%D|%M|%N",
+                   *(["--user", user[1]] if user else [])])
+        if sq.returncode != 0:
+            raise PctkError(f"neither sacct nor squeue answered: {sq.stderr.strip()}",
+                            "is slurmctld running? (`pctk local status` for the twin)")
+        for line in sq.stdout.splitlines():
+            p = line.split("|")
+            rows.append({"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
+                         "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else ""})
+    if json_out:
+        print(json.dumps({"source": source, "jobs": rows}, indent=2))
+        return
+    t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list",
+              title=f"jobs (from {source})")
+    colors = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
+    for row in rows:
+        st = row.get("State", "")
+        c = colors.get(st.split()[0] if st else "", "red")
+        t.add_row(row["JobID"], row.get("JobName", "").replace("\n", "\\n"), f"[{c}]{st}[/]",
+                  row.get("NNodes", ""), row.get("Elapsed", ""), row.get("ExitCode", ""),
+                  row.get("NodeList", ""))
+    Console().print(t)
+
+
+def _parse_parsable(text: str, fields: list[str]) -> list[dict[str, str]]:
+    """sacct -P rows; a job name holding a newline spans lines, so join until full."""
+    rows, pending = [], ""
+    for line in text.split("\n"):
+        pending = f"{pending}\n{line}" if pending else line
+        if pending.count("|") >= len(fields) - 1:
+            rows.append(dict(zip(fields, pending.split("|", len(fields) - 1), strict=False)))
+            pending = ""
+    return rows
+
+
+def _whoami() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def _log_paths(job_id: str, task: int | None) -> list[Path]:
+    meta = load_index(job_id)
+    if meta:
+        folder = Path(meta["folder"])
+        main = job_id.split("_")[0]
+        if meta.get("kind") == "submitit":
+            pattern = f"{job_id}_{task if task is not None else 0}_log.*"
+            return sorted(folder.glob(pattern))
+        if task is None:
+            return sorted(folder.glob(f"{job_id}.batch.out")) + sorted(
+                folder.glob(f"{job_id}.*.out")) + sorted(folder.glob(f"{main}_*.batch.out"))
+        return sorted(folder.glob(f"{job_id}.{task}.out")) + sorted(
+            folder.glob(f"{job_id}.{task}.err"))
+    r = _run(["scontrol", "show", "job", job_id])
+    for token in r.stdout.split():
+        if token.startswith("StdOut="):
+            return [Path(token.split("=", 1)[1])]
+    return []
+
+
+def logs(
+    job_id: str = typer.Argument(..., help="Job id (or array task id 123_4)."),
+    task: int = typer.Option(None, "--task", help="Task (rank) number (default: the batch log "
+                             "and all tasks)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
+) -> None:
+    """Print a job's output (per task with --task), following it with --follow."""
+    if not job_id.replace("_", "").isdigit():
+        raise PctkError(f"{job_id!r} is not a job id", "use a number like 1234 or 1234_5")
+    paths = _log_paths(job_id, task)
+    if not paths and not follow:
+        raise PctkError(f"no logs found for job {job_id}",
+                        "logs exist once the job has started; pctk jobs shows its state")
+    offsets: dict[Path, int] = {}
+    while True:
+        for p in _log_paths(job_id, task):
+            try:
+                with open(p, "rb") as fh:
+                    fh.seek(offsets.get(p, 0))
+                    chunk = fh.read()
+                    offsets[p] = fh.tell()
+            except OSError:
+                continue
+            if chunk:
+                if len(paths) > 1 and not follow:
+                    print(f"==> {p} <==")
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+        if not follow:
+            return
+        st = _run(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
+        if st.returncode != 0 or not st.stdout.strip():
+            return
+        try:
+            time.sleep(1)
+        except KeyboardInterrupt:
+            return
+
+
+def cancel(
+    job_ids: list[str] = typer.Argument(..., help="Job ids to cancel."),
+    json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Cancel jobs (scancel)."""
+    bad = [j for j in job_ids if not j.replace("_", "").isdigit()]
+    if bad:
+        raise PctkError(f"not job ids: {', '.join(map(repr, bad))}", "use numbers like 1234")
+    r = _run(["scancel", *job_ids])
+    if r.returncode != 0:
+        raise PctkError(f"scancel failed: {r.stderr.strip()}")
+    print(json.dumps({"cancelled": job_ids}) if json_out else f"cancelled {' '.join(job_ids)}")
+
+
+def register(app: typer.Typer) -> None:
+    ctx = {"allow_extra_args": False}
+    app.command("submit", context_settings=ctx)(submit)
+    app.command("jobs")(jobs)
+    app.command("logs")(logs)
+    app.command("cancel")(cancel)

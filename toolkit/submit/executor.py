@@ -1,0 +1,265 @@
+"""A submitit executor that knows the cluster: queues, GPUs, EFA, arrays, requeue.
+
+``ClusterExecutor`` *is* a ``submitit.SlurmExecutor``: ``submit``, ``map_array``,
+``batch``, ``Checkpointable`` requeue and every ``update_parameters`` key keep working.
+What it adds:
+
+* partition, GPUs, CPUs and exclusivity from the cluster config and the instance catalog, with
+  errors before anything is submitted (unknown queue, more GPUs than the instance has,
+  a function that cannot be pickled);
+* the EFA/NCCL environment on EFA queues (see :mod:`toolkit.submit.efa`);
+* job names passed to ``sbatch`` as one argument, verbatim, never through a script line;
+* arrays longer than the cluster's ``MaxArraySize`` split into several arrays;
+* job state with or without accounting, one ``sacct``/``squeue`` call per poll
+  (:mod:`toolkit.submit.watcher`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import subprocess
+import typing as tp
+import uuid
+from pathlib import Path
+
+import cloudpickle
+import submitit
+from submitit.core import core, utils
+from submitit.slurm.slurm import SlurmExecutor
+
+from toolkit.config.model import ClusterTopology, ComputeResource, Queue
+from toolkit.errors import PctkError
+from toolkit.submit.cluster import load_cluster
+from toolkit.submit.efa import efa_env
+from toolkit.submit.watcher import PctkSlurmJob
+
+SAFE_SCRIPT_JOB_NAME = "pctk"
+
+
+@functools.lru_cache(maxsize=8)
+def _slurm_config(slurm_conf: str) -> dict[str, str]:
+    try:
+        r = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    out = {}
+    for line in r.stdout.splitlines():
+        if " = " in line:
+            k, v = line.split(" = ", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def max_array_size() -> int:
+    """The cluster's MaxArraySize (array indices run 0..MaxArraySize-1); Slurm's default 1001."""
+    value = _slurm_config(os.environ.get("SLURM_CONF", "")).get("MaxArraySize", "1001")
+    return int(value) if value.isdigit() else 1001
+
+
+def check_picklable(fn: tp.Callable[..., tp.Any], *args: tp.Any, **kwargs: tp.Any) -> None:
+    try:
+        cloudpickle.dumps((fn, args, kwargs))
+    except Exception as exc:  # pickling raises many types
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise PctkError(
+            f"cannot send {name} to the cluster: it does not pickle ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''})",
+            "pass plain data; open files, locks, sockets and generators cannot travel to a node",
+        ) from None
+
+
+def _pick_resource(queue: Queue, name: str | None) -> ComputeResource:
+    if name is None:
+        return queue.compute_resources[0]
+    for cr in queue.compute_resources:
+        if cr.name == name:
+            return cr
+    known = ", ".join(cr.name for cr in queue.compute_resources)
+    raise PctkError(f"queue {queue.name} has no compute resource {name!r}", f"choose one of: {known}")
+
+
+class ClusterExecutor(SlurmExecutor):
+    """submitit's Slurm executor, configured from a ParallelCluster config and a queue."""
+
+    job_class = PctkSlurmJob
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        cluster: str | os.PathLike[str] | ClusterTopology | None = None,
+        queue: str | None = None,
+        compute_resource: str | None = None,
+        nodes: int = 1,
+        gpus_per_node: int | None = None,
+        tasks_per_node: int | None = None,
+        cpus_per_task: int | None = None,
+        timeout_min: int = 60,
+        exclusive: bool | None = None,
+        container_image: str | None = None,
+        container_mounts: str | None = None,
+        nccl_debug: bool = False,
+        max_num_timeout: int = 3,
+        python: str | None = None,
+        **slurm_params: tp.Any,
+    ) -> None:
+        super().__init__(folder, max_num_timeout=max_num_timeout, python=python)
+        self.topology = load_cluster(cluster)
+        self.queue = self.topology.queue(queue) if queue else self.topology.queues[0]
+        self.resource = _pick_resource(self.queue, compute_resource)
+        from toolkit import catalog
+
+        self.instance = catalog.find(self.resource.instance_type)
+        acc = self.instance.accelerator if self.instance else None
+        self.gpus_available = acc.count if acc and acc.kind == "gpu" else 0
+        if gpus_per_node and gpus_per_node > self.gpus_available:
+            raise PctkError(
+                f"queue {self.queue.name} runs {self.resource.instance_type}, which has "
+                f"{self.gpus_available} GPUs per node; {gpus_per_node} were asked for",
+                f"use --gpus-per-node {self.gpus_available} or less"
+                if self.gpus_available else "pick a GPU queue",
+            )
+        max_nodes = sum(cr.max_count for cr in self.queue.compute_resources)
+        if nodes < 1 or nodes > max_nodes:
+            raise PctkError(
+                f"queue {self.queue.name} has at most {max_nodes} nodes; {nodes} were asked for"
+            )
+        if exclusive is None:
+            exclusive = bool(gpus_per_node) and gpus_per_node == self.gpus_available
+        params: dict[str, tp.Any] = {
+            "partition": self.queue.name,
+            "nodes": nodes,
+            "time": timeout_min,
+        }
+        if gpus_per_node:
+            params["gpus_per_node"] = gpus_per_node
+        if tasks_per_node:
+            params["ntasks_per_node"] = tasks_per_node
+        if cpus_per_task:
+            params["cpus_per_task"] = cpus_per_task
+        if exclusive:
+            params["exclusive"] = True
+        env = efa_env(self.resource.efa, debug=nccl_debug)
+        setup = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        if self.instance:
+            setup.append(f"export PCTK_INSTANCE_TYPE={shlex.quote(self.instance.name)}")
+        params["setup"] = setup
+        if container_image:
+            srun = [f"--container-image={container_image}"]
+            if container_mounts:
+                srun.append(f"--container-mounts={container_mounts}")
+            params["srun_args"] = srun
+        params.update(slurm_params)
+        self.update_parameters(**params)
+
+    # ------------------------------------------------------------ submission
+    def submit(self, fn: tp.Callable[..., core.R], *args: tp.Any, **kwargs: tp.Any
+               ) -> core.Job[core.R]:
+        check_picklable(fn, *args, **kwargs)
+        return super().submit(fn, *args, **kwargs)
+
+    def map_array(self, fn: tp.Callable[..., core.R], *iterable: tp.Iterable[tp.Any]
+                  ) -> list[core.Job[core.R]]:
+        check_picklable(fn)
+        return super().map_array(fn, *iterable)
+
+    def depend_on(self, *jobs: core.Job[tp.Any], kind: str = "afterok") -> None:
+        """Make the next submissions wait for ``jobs`` (afterok, afterany, afternotok, after)."""
+        if kind not in ("afterok", "afterany", "afternotok", "after", "aftercorr"):
+            raise PctkError(f"unknown dependency kind {kind!r}",
+                            "use afterok, afterany, afternotok, after or aftercorr")
+        extra = dict(self.parameters.get("additional_parameters") or {})
+        if jobs:
+            extra["dependency"] = f"{kind}:" + ":".join(j.job_id for j in jobs)
+        else:
+            extra.pop("dependency", None)
+        self.update_parameters(additional_parameters=extra)
+
+    def _make_submission_file_text(self, command: str, uid: str) -> str:
+        # the real job name goes to sbatch as an argument (see _make_submission_command)
+        params = dict(self.parameters)
+        params["job_name"] = SAFE_SCRIPT_JOB_NAME
+        from submitit.slurm.slurm import _make_sbatch_string
+
+        return _make_sbatch_string(command=command, folder=self.folder, **params)
+
+    def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+        name = str(self.parameters.get("job_name", "submitit"))
+        return ["sbatch", f"--job-name={name}", str(submission_file_path)]
+
+    def _internal_process_submissions(
+        self, delayed_submissions: list[utils.DelayedSubmission]
+    ) -> list[core.Job[tp.Any]]:
+        if len(delayed_submissions) == 1:
+            return super()._internal_process_submissions(delayed_submissions)
+        folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        timeout_min = self.parameters.get("time", 5)
+        size = max_array_size()
+        jobs: list[core.Job[tp.Any]] = []
+        previous: core.Job[tp.Any] | None = None
+        for start in range(0, len(delayed_submissions), size):
+            chunk = delayed_submissions[start : start + size]
+            pickles = []
+            for d in chunk:
+                path = folder / f"{uuid.uuid4().hex}.pkl"
+                d.set_timeout(timeout_min, self.max_num_timeout)
+                d.dump(path)
+                pickles.append(path)
+            array_ex = self._clone()
+            array_ex.parameters["map_count"] = len(chunk)
+            if previous is not None and self.parameters.get("array_parallelism"):
+                # keep the concurrency limit across chunks: the next array starts after this one
+                extra = dict(array_ex.parameters.get("additional_parameters") or {})
+                extra["dependency"] = f"afterany:{previous.job_id.split('_')[0]}"
+                array_ex.parameters["additional_parameters"] = extra
+            self._throttle()
+            first = array_ex._submit_command(self._submitit_command_str)
+            tasks = list(range(first.num_tasks))
+            chunk_jobs = [self.job_class(folder=self.folder, job_id=f"{first.job_id}_{i}",
+                                         tasks=tasks) for i in range(len(chunk))]
+            for job, path in zip(chunk_jobs, pickles, strict=True):
+                job.paths.move_temporary_file(path, "submitted_pickle")
+            jobs.extend(chunk_jobs)
+            previous = first
+        return jobs
+
+    def _clone(self) -> SlurmExecutor:
+        """A bare copy that submits one array (the parameters are copied, not shared)."""
+        ex = SlurmExecutor.__new__(type(self))
+        SlurmExecutor.__init__(ex, self.folder, self.max_num_timeout, python=self.python)
+        ex.parameters = dict(self.parameters)
+        return ex
+
+
+class _TorchDistributed:
+    """Runs ``fn`` in every task with RANK/WORLD_SIZE/MASTER_ADDR/... exported."""
+
+    def __init__(self, fn: tp.Callable[..., tp.Any]):
+        self.fn = fn
+
+    def __call__(self, *args: tp.Any, **kwargs: tp.Any) -> tp.Any:
+        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        return self.fn(*args, **kwargs)
+
+
+def distributed_executor(folder: str | Path, *, nodes: int, gpus_per_node: int | None = None,
+                         **kwargs: tp.Any) -> ClusterExecutor:
+    """An executor for nodes × GPUs ranks (one task per GPU; one per node on CPU queues)."""
+    probe = ClusterExecutor(folder, nodes=nodes, **kwargs)
+    gpus = probe.gpus_available if gpus_per_node is None else gpus_per_node
+    tasks = max(1, gpus)
+    return ClusterExecutor(folder, nodes=nodes, gpus_per_node=gpus or None,
+                           tasks_per_node=tasks, **kwargs)
+
+
+def submit_distributed(executor: ClusterExecutor, fn: tp.Callable[..., core.R], *args: tp.Any,
+                       **kwargs: tp.Any) -> core.Job[core.R]:
+    """Submit ``fn`` to run on every rank with torch.distributed's environment set.
+
+    ``job.result()`` is rank 0's return value; ``job.results()`` every rank's, in rank order.
+    """
+    return executor.submit(_TorchDistributed(fn), *args, **kwargs)

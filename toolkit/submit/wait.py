@@ -1,0 +1,52 @@
+"""Wait for many jobs with a progress bar: one sacct/squeue call per poll, Ctrl-C safe."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from toolkit.submit.watcher import PctkWatcher
+
+OK_STATES = ("COMPLETED",)
+
+
+class StoppedWaiting(Exception):
+    """Ctrl-C while waiting: the jobs keep running."""
+
+    def __init__(self, job_ids: list[str]):
+        super().__init__("stopped waiting")
+        self.job_ids = job_ids
+
+
+def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console | None = None,
+             show: bool = True, timeout: float | None = None) -> dict[str, str]:
+    """Block until every job/array task ends; returns final state per id."""
+    ids = list(task_ids)
+    watcher = PctkWatcher(delay_s=int(max(1, poll_s)))
+    for i in ids:
+        watcher.register_job(i)
+    console = console or Console(stderr=True)
+    start = time.monotonic()
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
+                      console=console, disable=not show, transient=False) as bar:
+            task = bar.add_task("jobs", total=len(ids), states="")
+            while True:
+                watcher.update()
+                states = {i: watcher.get_state(i, mode="cache") for i in ids}
+                done = [i for i in ids if watcher.is_done(i, mode="cache")]
+                counts = Counter(s.split()[0] for s in states.values())
+                bar.update(task, completed=len(done),
+                           states=" ".join(f"{k.lower()}={v}" for k, v in sorted(counts.items())))
+                if len(done) == len(ids):
+                    return states
+                if timeout is not None and time.monotonic() - start > timeout:
+                    return states
+                time.sleep(poll_s)
+    except KeyboardInterrupt:
+        raise StoppedWaiting(sorted({i.split("_")[0] for i in ids})) from None
