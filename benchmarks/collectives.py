@@ -23,6 +23,9 @@ Conventions follow nccl-tests so the two sit side by side:
   out of place.
 - Each size is checked once more after timing with a known input and known result; the
   number of wrong elements (summed over ranks) goes into ``wrong``.
+- Backend support is probed, not assumed: gloo in older torch has no reduce_scatter_tensor
+  (torch 2.13's gloo has it). Such a block is reported ``unsupported``; with
+  ``--emulate-missing`` it is measured as all_reduce + local slice and labelled EMULATED.
 
 The record is ``pctk.result/v1`` with kind ``collectives``; ``metrics`` has the layout
 documented in :mod:`toolkit.nccl` (``{"collectives": [block, ...]}``).
@@ -299,7 +302,10 @@ def sweep(ops: list[str], min_bytes: int, max_bytes: int, iters: int, warmup: in
     sizes = sweep_sizes(min_bytes, max_bytes)
     blocks = [run_block(canonical_collective(op), sizes, iters, warmup, device, backend,
                         emulate) for op in ops]
-    info = {"rank": rank, "host": socket.gethostname(),
+    # Slurm's node name where there is one: what sinfo/scontrol/drain use (and distinct on
+    # the twin, where every node is this host)
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    info = {"rank": rank, "host": host,
             "device": device.index if device.type == "cuda" else None,
             "bus": None, "name": (torch.cuda.get_device_name(device) if device.type == "cuda"
                                   else "cpu")}

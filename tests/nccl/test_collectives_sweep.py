@@ -1,0 +1,154 @@
+"""The torch.distributed sweep on 2 and 4 local gloo ranks, the Slurm driver, the twin run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from benchmarks.collectives import busbw_factor, canonical_collective, parse_bytes, sweep_sizes
+from benchmarks.record import read_record
+from toolkit.nccl.record import runs_from_record
+from toolkit.nccl.sweep_job import SweepJob, sbatch_command, wait_for_job
+from toolkit.nccl.verdict import judge
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rank_main(rank: int, world: int, port: int, out: str) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    from benchmarks import collectives
+
+    rc = collectives.main(["--min-bytes", "64", "--max-bytes", "256K", "--iters", "3",
+                           "--warmup", "1", "--backend", "gloo", "--out", out])
+    if rc != 0:
+        raise SystemExit(rc)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sweep_on_local_gloo_ranks(tmp_path: Path, world: int) -> None:
+    import torch.multiprocessing as mp
+
+    out = tmp_path / "record.json"
+    mp.spawn(_rank_main, args=(world, _free_port(), str(out)), nprocs=world, join=True)
+    rec = read_record(out)
+    assert rec["kind"] == "collectives" and rec["verdict"]["status"] == "PASS"
+    assert rec["params"]["world_size"] == world and rec["params"]["backend"] == "gloo"
+    blocks = rec["metrics"]["collectives"]
+    assert [b["collective"] for b in blocks] == ["all_reduce", "all_gather", "reduce_scatter",
+                                                 "alltoall", "broadcast"]
+    for b in blocks:
+        assert b["nranks"] == world and b["format"] == "torch"
+        if b.get("unsupported"):  # gloo without reduce_scatter (older torch): said, not faked
+            assert b["collective"] == "reduce_scatter" and b["rows"] == []
+            continue
+        assert len(b["rows"]) >= 10
+        factor = busbw_factor(b["collective"], world)
+        for row in b["rows"]:
+            placement = ("in_place" if b["collective"] in ("all_reduce", "broadcast")
+                         else "out_of_place")
+            m = row[placement]
+            assert m["wrong"] == 0, (b["collective"], row["size_bytes"])
+            assert m["algbw_gbps"] == pytest.approx(row["size_bytes"] / m["time_us"] / 1e3)
+            assert m["busbw_gbps"] == pytest.approx(m["algbw_gbps"] * factor)
+    # the driver side reads the same layout and agrees that everything follows
+    runs = runs_from_record(rec)
+    assert all(r.inconsistencies == [] for r in runs)
+    assert all(judge(r).status in ("PASS", "WARN") for r in runs)
+
+
+def test_sizes_and_factors_match_nccl_tests() -> None:
+    assert sweep_sizes(1000, 8192) == [1024, 2048, 4096, 8192]
+    assert parse_bytes("16M") == 16 << 20 and parse_bytes("8") == 8
+    assert busbw_factor("all_reduce", 16) == pytest.approx(1.875)
+    assert busbw_factor("all_to_all", 8) == pytest.approx(7 / 8)
+    assert busbw_factor("broadcast", 8) == busbw_factor("sendrecv", 2) == 1.0
+    assert canonical_collective("reduce_scatter_tensor") == "reduce_scatter"
+
+
+def test_sbatch_command_runs_the_repo_script_with_arguments(tmp_path: Path) -> None:
+    cmd = sbatch_command(SweepJob(nodes=4, partition="cpu", max_bytes="1M"), tmp_path)
+    assert cmd[:2] == ["sbatch", "--parsable"]
+    assert "--nodes=4" in cmd and "--partition=cpu" in cmd and "--ntasks-per-node=1" in cmd
+    script = cmd.index(str(REPO / "sbatch" / "collectives.sbatch"))
+    assert cmd[script + 1:][-2:] == ["--out", str(tmp_path / "record.json")]
+    assert cmd[cmd.index("--max-bytes") + 1] == "1M"
+
+
+def _fake(responses: list[tuple[str, int, str]]):  # (command, rc, stdout) in call order
+    calls: list[list[str]] = []
+
+    def run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(cmd))
+        name, rc, out = responses.pop(0)
+        assert cmd[0] == name
+        return subprocess.CompletedProcess(list(cmd), rc, out, "")
+    return run, calls
+
+
+def test_wait_polls_sacct_then_falls_back_to_squeue() -> None:
+    run, calls = _fake([("sacct", 0, "PENDING\n"), ("sacct", 0, "RUNNING\n"),
+                        ("sacct", 0, "COMPLETED\n")])
+    seen: list[str] = []
+    assert wait_for_job("7", timeout=60, run=run, sleep=lambda s: None,
+                        on_state=seen.append) == "COMPLETED"
+    assert seen == ["PENDING", "RUNNING", "COMPLETED"]
+    assert calls[0] == ["sacct", "-j", "7", "-X", "-n", "-P", "-o", "State"]
+    # accounting disabled: sacct errors, squeue answers until the job leaves the queue
+    run, _ = _fake([("sacct", 1, ""), ("squeue", 0, "RUNNING\n"), ("sacct", 1, ""),
+                    ("squeue", 0, "")])
+    assert wait_for_job("8", timeout=60, run=run, sleep=lambda s: None) == "GONE"
+
+
+def test_collectives_command_judges_an_existing_record(tmp_path: Path) -> None:
+    from benchmarks.record import new_record, write_record
+
+    block = {"collective": "all_reduce", "nranks": 2, "format": "torch", "complete": True,
+             "rows": [{"size_bytes": 1024, "count": 256, "dtype": "float", "redop": "sum",
+                       "root": -1, "out_of_place": None,
+                       "in_place": {"time_us": 10.0, "algbw_gbps": 0.1024,
+                                    "busbw_gbps": 0.1024, "wrong": 1, "error": None}}]}
+    write_record(tmp_path / "rec.json", new_record("collectives",
+                                                   metrics={"collectives": [block]}))
+    code = "import sys; from toolkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    res = subprocess.run([sys.executable, "-c", code, "bench", "collectives", "--from-record",
+                          str(tmp_path / "rec.json"), "--json"], capture_output=True,
+                         text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 1, res.stderr
+    assert any("wrong elements" in r for r in json.loads(res.stdout)["verdict"]["reasons"])
+
+
+@pytest.mark.twin
+def test_sweep_across_four_twin_nodes(twin, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = Path(twin.workdir) / "collectives-record.json"
+    script = f"""#!/bin/bash
+set -euo pipefail
+cd {REPO}
+export PYTHONPATH={REPO}
+srun {sys.executable} -m benchmarks.collectives --min-bytes 1K --max-bytes 64K \\
+    --iters 3 --warmup 1 --backend gloo --out {out}
+"""
+    state, output = twin.run(script, "--nodes=4", "--ntasks-per-node=1", "--partition=cpu",
+                             timeout=240)
+    assert state == "COMPLETED", output
+    rec = read_record(out)
+    assert rec["params"]["world_size"] == 4
+    assert len(rec["cluster"]["hosts"]) == 4
+    assert rec["verdict"]["status"] == "PASS"
+    for block in rec["metrics"]["collectives"]:
+        for row in block["rows"]:
+            m = row["out_of_place"] or row["in_place"]
+            assert m["wrong"] == 0
