@@ -152,3 +152,18 @@ srun {sys.executable} -m benchmarks.collectives --min-bytes 1K --max-bytes 64K \
         for row in block["rows"]:
             m = row["out_of_place"] or row["in_place"]
             assert m["wrong"] == 0
+
+
+@pytest.mark.twin
+def test_pctk_bench_collectives_submits_waits_and_judges(twin, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code = "import sys; from toolkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    res = subprocess.run(
+        [sys.executable, "-c", code, "bench", "collectives", "--nodes", "4", "--partition",
+         "cpu", "--min-bytes", "1K", "--max-bytes", "16K", "--iters", "2", "--warmup", "1",
+         "--timeout", "240", "--out", str(tmp_path), "--json"],
+        capture_output=True, text=True, cwd=REPO, env=twin.env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(res.stdout)
+    assert rec["verdict"]["status"] == "PASS" and rec["params"]["world_size"] == 4
+    assert any(name.startswith("slurm-") for name in rec["raw_logs"])
+    assert read_record(tmp_path / "record.json")["id"] == rec["id"]
