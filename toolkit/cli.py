@@ -15,6 +15,7 @@ from toolkit import __version__
 from toolkit.bench.cli import app as bench_app
 from toolkit.config.cli import app as config_app
 from toolkit.errors import PctkError
+from toolkit.health.cli import app as health_app
 from toolkit.local.cli import app as local_app
 from toolkit.results.cli import app as results_app
 from toolkit.results.cli import report_command
@@ -37,6 +38,7 @@ app.add_typer(bench_app, name="bench")
 register_submit(app)
 app.add_typer(config_app, name="config")
 app.add_typer(results_app, name="results")
+app.add_typer(health_app, name="health")
 app.command("report")(report_command)
 
 

@@ -1,0 +1,142 @@
+"""Slurm's view of the nodes (``sinfo``), and turning ``--nodes``/``--partition`` into a list."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+
+from benchmarks.distenv import expand_hostlist
+from toolkit import catalog
+from toolkit.errors import PctkError
+
+SINFO_FIELDS = "NodeList:|,Partition:|,StateComplete:|,Reason:|,Features:|,Gres:|"
+UNRESPONSIVE_FLAGS = {"not_responding", "down", "future", "unknown", "fail", "powered_down",
+                      "powering_down", "power_down", "no_respond"}
+PCTK_REASON = "pctk:"
+
+
+class HealthInputError(PctkError):
+    """Bad selection for ``pctk health run``: Nagios UNKNOWN (3), nothing could be checked."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    partitions: tuple[str, ...]
+    state: str  # sinfo StateComplete, e.g. "idle+drain" or "down+not_responding"
+    reason: str
+    features: tuple[str, ...]
+    gres: str
+
+    @property
+    def flags(self) -> set[str]:
+        return set(self.state.lower().split("+"))
+
+    @property
+    def responsive(self) -> bool:
+        return not (self.flags & UNRESPONSIVE_FLAGS)
+
+    @property
+    def powered_down(self) -> bool:
+        return bool(self.flags & {"powered_down", "powering_down", "power_down"})
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.flags & {"drain", "drained", "draining"})
+
+    @property
+    def drained_by_pctk(self) -> bool:
+        return self.drained and self.reason.startswith(PCTK_REASON)
+
+    @property
+    def gpu_count(self) -> int:
+        m = re.search(r"gpu(?::[^:,(]+)?:(\d+)", self.gres)
+        return int(m.group(1)) if m else 0
+
+    @property
+    def instance_type(self) -> str | None:
+        """ParallelCluster lists the EC2 instance type among a node's features."""
+        return next((f for f in self.features if catalog.find(f) is not None), None)
+
+
+def slurm_env() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def run_slurm(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=slurm_env())
+    except FileNotFoundError:
+        raise PctkError(f"{argv[0]} not found", "run on a Slurm head or login node (or start "
+                        "the twin: pctk local up)") from None
+    except subprocess.TimeoutExpired:
+        raise PctkError(f"{' '.join(argv[:3])} gave no answer in {timeout:g}s",
+                        "is slurmctld up? (scontrol ping)") from None
+
+
+def parse_sinfo(text: str) -> dict[str, SlurmNode]:
+    """Nodes from ``sinfo -N -h -O SINFO_FIELDS``; a node in two partitions is listed twice."""
+    nodes: dict[str, SlurmNode] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 6 or not parts[0]:
+            continue
+        name, part, state, reason, feats, gres = (p.strip() for p in parts[:6])
+        part = part.rstrip("*")
+        reason = "" if reason == "none" else reason
+        if name in nodes:
+            old = nodes[name]
+            nodes[name] = SlurmNode(name, (*old.partitions, part), old.state, old.reason,
+                                    old.features, old.gres)
+            continue
+        nodes[name] = SlurmNode(name, (part,), state, reason,
+                                tuple(f for f in feats.split(",") if f and f != "(null)"),
+                                "" if gres == "(null)" else gres)
+    return nodes
+
+
+def read_nodes() -> dict[str, SlurmNode]:
+    r = run_slurm(["sinfo", "-N", "-h", "-O", SINFO_FIELDS])
+    if r.returncode != 0:
+        raise PctkError(f"sinfo failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+    return parse_sinfo(r.stdout)
+
+
+def partitions_of(nodes: dict[str, SlurmNode]) -> list[str]:
+    return list(dict.fromkeys(p for n in nodes.values() for p in n.partitions))
+
+
+def _listing(names: list[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+
+
+def select_nodes(nodes: dict[str, SlurmNode], node_list: str | None = None,
+                 partition: str | None = None) -> list[SlurmNode]:
+    """The nodes named by ``--nodes`` (a Slurm host list) and/or ``--partition``."""
+    parts = partitions_of(nodes)
+    if partition is not None and partition not in parts:
+        raise HealthInputError(f"unknown partition {partition!r}",
+                               f"partitions here: {', '.join(parts)}")
+    pool = [n for n in nodes.values() if partition is None or partition in n.partitions]
+    if node_list is None:
+        if not pool:
+            raise HealthInputError(f"partition {partition!r} has no nodes")
+        return pool
+    try:
+        wanted = expand_hostlist(node_list)
+    except ValueError as exc:
+        raise HealthInputError(f"bad node list {node_list!r}: {exc}") from None
+    pool_names = {n.name for n in pool}
+    unknown = [w for w in wanted if w not in pool_names]
+    if unknown:
+        where = f" in partition {partition}" if partition else ""
+        raise HealthInputError(
+            f"unknown node{'s' if len(unknown) > 1 else ''}{where}: {_listing(unknown, 5)}",
+            f"nodes here: {_listing(sorted(pool_names))}")
+    return [nodes[w] for w in dict.fromkeys(wanted)]

@@ -1,0 +1,311 @@
+"""One health sweep: classify nodes, run the checks in one job per partition, judge, act.
+
+Nodes Slurm cannot run a job on (down, not responding, powered down) are not put in the
+job: they are reported on the ``node`` check with Slurm's reason, so one dead node cannot
+hang the sweep. Nodes drained by someone else are left alone. With ``resume_healthy``,
+nodes pctk drained earlier are resumed into a maintenance reservation (so no one else's
+job lands there), checked, and either left in service or drained again.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import benchmarks
+from benchmarks.health.runner import CHECK_NAMES, LEVELS, drain_reason
+from benchmarks.health.status import FAIL, OK, SKIP, WARN, CheckResult
+from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_json
+from toolkit.health import slurmops
+from toolkit.health.expect import build_expectations
+from toolkit.health.inventory import HealthInputError, SlurmNode, read_nodes, select_nodes
+from toolkit.paths import state_home
+
+REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
+SWEEP_SCRIPT = REPO_ROOT / "sbatch" / "health-sweep.sbatch"
+ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED")
+DEFAULT_TIMEOUT_S = {"quick": 300.0, "full": 3600.0}
+
+
+@dataclass
+class SweepOptions:
+    nodes: str | None = None
+    partition: str | None = None
+    level: str = "quick"
+    drain: bool = False
+    resume_healthy: bool = False
+    mounts: list[str] | None = None  # None: the node side's default (/fsx, /home)
+    tool_path: list[str] = field(default_factory=list)
+    checks: list[str] | None = None
+    dcgm_level: int = 1
+    thresholds: dict[str, Any] | None = None
+    workdir: Path | None = None  # must be shared with the nodes (home or /fsx on a cluster)
+    timeout_s: float | None = None
+    python: str = sys.executable
+    progress: Callable[[str], None] = lambda _msg: None
+
+
+@dataclass
+class Group:
+    """Nodes checked by one job: same partition and GPU count, maybe in a reservation."""
+
+    partition: str
+    gpus: int
+    nodes: list[str]
+    reservation: str | None = None
+    job_id: str | None = None
+
+
+@dataclass
+class SweepResult:
+    run_id: str
+    run_dir: Path
+    level: str
+    partition: str | None
+    nodes: dict[str, dict[str, dict[str, Any]]]  # node -> check -> result
+    instance_types: dict[str, str | None]
+    job_ids: list[str]
+    drained: dict[str, str] = field(default_factory=dict)
+    resumed: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def statuses(self) -> list[str]:
+        return [c["status"] for checks in self.nodes.values() for c in checks.values()]
+
+    @property
+    def verdict(self) -> str:
+        st = self.statuses()
+        if FAIL in st:
+            return "FAIL"
+        if WARN in st:
+            return "WARN"
+        if self.unchecked or OK not in st:
+            return "UNKNOWN"
+        return "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        """Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
+        return {"PASS": 0, "WARN": 1, "FAIL": 2}.get(self.verdict, 3)
+
+
+def node_state_check(node: SlurmNode, rechecked: bool = False) -> CheckResult:
+    """The ``node`` check: Slurm's state and reason, judged before any job runs."""
+    value = {"state": node.state, "reason": node.reason or None}
+    if node.powered_down:
+        return CheckResult(SKIP, value, "powered up", f"{node.state}: cloud node not running")
+    if not node.responsive:
+        why = f"{node.state}" + (f" ({node.reason})" if node.reason else "")
+        return CheckResult(FAIL, value, "responding", why, "check slurmd on the node "
+                           "(systemctl status slurmd, /var/log/slurmd.log); reboot or replace")
+    if rechecked:
+        return CheckResult(OK, value, "in service",
+                           f"was drained by pctk ({node.reason}); re-checked")
+    if node.drained:
+        by = "pctk" if node.drained_by_pctk else "an operator"
+        hint = "re-check with --resume-healthy" if node.drained_by_pctk else \
+            "resume it with scontrol when fixed"
+        return CheckResult(WARN, value, "in service",
+                           f"drained by {by} ({node.reason}); not checked", hint)
+    return CheckResult(OK, value, "in service", node.state)
+
+
+def _groups(nodes: list[SlurmNode], partition: str | None, reservation: str | None
+            ) -> list[Group]:
+    groups: dict[tuple[str, int], Group] = {}
+    for n in nodes:
+        part = partition or n.partitions[0]
+        key = (part, n.gpu_count)
+        groups.setdefault(key, Group(part, n.gpu_count, [], reservation)).nodes.append(n.name)
+    return list(groups.values())
+
+
+def _sbatch_argv(g: Group, opts: SweepOptions, run_dir: Path, minutes: int) -> list[str]:
+    argv = [
+        "--job-name=pctk-health", f"--partition={g.partition}", f"--nodes={len(g.nodes)}",
+        "--ntasks-per-node=1", f"--nodelist={','.join(g.nodes)}", "--exclusive",
+        "--no-requeue", f"--time={minutes}", f"--output={run_dir}/job-%j.out",
+        f"--chdir={run_dir}",
+        f"--export=ALL,PYTHONPATH={REPO_ROOT},PCTK_PYTHON={opts.python}",
+    ]
+    if g.gpus:
+        argv.append(f"--gres=gpu:{g.gpus}")  # --exclusive alone does not hand out GRES
+    if g.reservation:
+        argv.append(f"--reservation={g.reservation}")
+    argv += [str(SWEEP_SCRIPT), "--level", opts.level, "--expect", str(run_dir / "expect.json"),
+             "--out-dir", str(run_dir / "nodes"), "--dcgm-level", str(opts.dcgm_level)]
+    if opts.checks:
+        argv += ["--checks", ",".join(opts.checks)]
+    return argv
+
+
+def _wait(groups: list[Group], results: Path, timeout: float,
+          progress: Callable[[str], None]) -> dict[str, tuple[str, str]]:
+    """Until every node wrote its report, every job ended, or the time is up; returns the
+    last (state, reason) of each job."""
+    expected = {n for g in groups for n in g.nodes}
+    states: dict[str, tuple[str, str]] = {}
+    deadline = time.monotonic() + timeout
+    next_poll = 0.0
+    while True:
+        done = {p.stem for p in results.glob("*.json")} & expected
+        if done == expected:
+            break
+        now = time.monotonic()
+        if now >= next_poll:
+            states = {g.job_id: slurmops.job_state(g.job_id) for g in groups if g.job_id}
+            progress(f"{len(done)}/{len(expected)} nodes reported")
+            if all(s not in ACTIVE_STATES for s, _ in states.values()):
+                time.sleep(0.2)  # a report written just before the job ended
+                break
+            next_poll = now + 1.0
+        if now >= deadline:
+            break
+        time.sleep(0.05)
+    # let finished jobs leave the nodes before drains and resumes
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        states = {g.job_id: slurmops.job_state(g.job_id) for g in groups if g.job_id}
+        if all(s not in ACTIVE_STATES for s, _ in states.values()):
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    return states
+
+
+def _read_report(path: Path) -> dict[str, Any] | None:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("checks"), dict) else None
+
+
+def _missing_report(g: Group, states: dict[str, tuple[str, str]], timeout: float
+                    ) -> tuple[CheckResult, bool]:
+    """The ``node`` check for a node that wrote no report; True when it was never checked."""
+    state, reason = states.get(g.job_id or "", ("UNKNOWN", ""))
+    if state == "PENDING":
+        return CheckResult(SKIP, {"job": g.job_id, "job_state": state}, "report",
+                           f"not checked: job {g.job_id} did not run within {timeout:g}s "
+                           f"({reason or state}); nodes busy?"), True
+    return CheckResult(FAIL, {"job": g.job_id, "job_state": state}, "report",
+                       f"no report from the node (job {g.job_id} {state})",
+                       "the job step did not run there: check slurmd and the job output"), False
+
+
+def run_sweep(opts: SweepOptions) -> SweepResult:
+    if opts.level not in LEVELS:
+        raise HealthInputError(f"unknown level {opts.level!r}", f"use {' or '.join(LEVELS)}")
+    unknown = sorted(set(opts.checks or []) - set(CHECK_NAMES))
+    if unknown:
+        raise HealthInputError(f"unknown check {', '.join(unknown)}",
+                               f"checks: {', '.join(CHECK_NAMES)}")
+    if not SWEEP_SCRIPT.exists():
+        raise PctkError(f"{SWEEP_SCRIPT} not found", "run pctk from its source checkout")
+    start = time.monotonic()
+    timeout = opts.timeout_s or DEFAULT_TIMEOUT_S[opts.level]
+    selected = select_nodes(read_nodes(), opts.nodes, opts.partition)
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    run_dir = (opts.workdir or state_home() / "health") / run_id
+    (run_dir / "nodes").mkdir(parents=True)
+
+    node_checks: dict[str, CheckResult] = {}
+    to_check: list[SlurmNode] = []
+    to_recheck: list[SlurmNode] = []
+    for n in selected:
+        if n.responsive and n.drained_by_pctk and opts.resume_healthy:
+            to_recheck.append(n)
+            node_checks[n.name] = node_state_check(n, rechecked=True)
+            continue
+        node_checks[n.name] = node_state_check(n)
+        if n.responsive and not n.drained:
+            to_check.append(n)
+
+    itypes = {n.name: n.instance_type for n in selected}
+    atomic_write_json(run_dir / "expect.json", build_expectations(
+        {t for t in itypes.values() if t}, mounts=opts.mounts, thresholds=opts.thresholds,
+        tool_path=opts.tool_path,
+        nodes={k: v for k, v in itypes.items() if v}))
+    minutes = max(2, int(timeout // 60) + 1)
+    reservation = f"pctk-health-{run_id}" if to_recheck else None
+    groups = _groups(to_check, opts.partition, None)
+    groups += _groups(to_recheck, opts.partition, reservation)
+    old_reasons = {n.name: n.reason for n in to_recheck}
+    states: dict[str, tuple[str, str]] = {}
+    resumed_for_check: list[str] = []
+    try:
+        if reservation:
+            slurmops.create_reservation(reservation, list(old_reasons), minutes + 5)
+            for name in old_reasons:
+                slurmops.resume(name)
+                resumed_for_check.append(name)
+        for g in groups:
+            g.job_id = slurmops.submit(_sbatch_argv(g, opts, run_dir, minutes))
+            opts.progress(f"job {g.job_id}: {len(g.nodes)} nodes in {g.partition}")
+        states = _wait(groups, run_dir / "nodes", timeout, opts.progress)
+    except BaseException:
+        for g in groups:
+            if g.job_id:
+                slurmops.cancel(g.job_id)
+        for name in resumed_for_check:
+            slurmops.drain(name, old_reasons[name])
+        if reservation:
+            slurmops.delete_reservation(reservation)
+        raise
+    for g in groups:
+        if g.job_id and states.get(g.job_id, ("",))[0] in ACTIVE_STATES:
+            slurmops.cancel(g.job_id)
+
+    result = SweepResult(run_id, run_dir, opts.level, opts.partition, {}, itypes,
+                         [g.job_id for g in groups if g.job_id])
+    checked_in = {name: g for g in groups for name in g.nodes}
+    for n in selected:
+        checks: dict[str, dict[str, Any]] = {}
+        node_check = node_checks[n.name]
+        g = checked_in.get(n.name)
+        if g is not None:
+            report = _read_report(run_dir / "nodes" / f"{n.name}.json")
+            if report is None:
+                node_check, never_ran = _missing_report(g, states, timeout)
+                if never_ran:
+                    result.unchecked.append(n.name)
+            else:
+                checks = {k: report["checks"][k] for k in CHECK_NAMES if k in report["checks"]}
+                result.instance_types[n.name] = report.get("instance_type") or itypes[n.name]
+        result.nodes[n.name] = {"node": node_check.to_json(), **checks}
+
+    try:
+        _act(result, selected, old_reasons, opts.drain)
+    finally:
+        if reservation:
+            slurmops.delete_reservation(reservation)
+    result.elapsed_s = round(time.monotonic() - start, 2)
+    return result
+
+
+def _act(result: SweepResult, selected: list[SlurmNode], old_reasons: dict[str, str],
+         drain: bool) -> None:
+    """Drain failing nodes (with --drain); re-drain or keep resumed the re-checked ones."""
+    for n in selected:
+        reason = drain_reason(result.nodes[n.name])
+        if n.name in old_reasons:
+            if reason or n.name in result.unchecked:
+                reason = reason or old_reasons[n.name]
+                slurmops.drain(n.name, reason)
+                result.drained[n.name] = reason
+            else:
+                result.resumed.append(n.name)
+        elif drain and reason and not n.drained:
+            slurmops.drain(n.name, reason)
+            result.drained[n.name] = reason
