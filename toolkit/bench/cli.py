@@ -9,6 +9,10 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+from toolkit.bench.fsdp import fsdp_command  # noqa: E402
+
+app.command("fsdp")(fsdp_command)
+
 from toolkit.nccl.cli import app as nccl_app  # noqa: E402
 from toolkit.nccl.cli import collectives as collectives_command  # noqa: E402
 
