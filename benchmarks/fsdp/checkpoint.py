@@ -108,7 +108,7 @@ def load(root: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimiz
     """Collective: restore model and optimizer in place; return the train state."""
     source = step_dir(root, step)
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optim": optim_sd}
+    state: dict[str, Any] = {"model": model_sd, "optim": optim_sd}
     dist.barrier()
     start = time.perf_counter()
     dcp.load(state, checkpoint_id=str(source))

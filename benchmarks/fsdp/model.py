@@ -132,10 +132,9 @@ class Transformer(nn.Module):
 
     def init_weights(self) -> None:
         """(Re)initialise every parameter and buffer: also used after meta-device build."""
+        freqs = rope_frequencies(self.args.head_dim, self.args.max_seq_len, self.args.rope_theta)
         with torch.no_grad():
-            self.freqs.copy_(
-                rope_frequencies(self.args.head_dim, self.args.max_seq_len, self.args.rope_theta)
-            )
+            self.get_buffer("freqs").copy_(freqs)
         nn.init.normal_(self.tok_embeddings.weight)
         for block in self.layers.values():
             block.init_weights()  # type: ignore[operator]

@@ -8,6 +8,7 @@ and output projection form the root's own parameter group).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -56,22 +57,19 @@ def parallelize(model: Transformer, mesh: DeviceMesh, cfg: ParallelConfig) -> Tr
     policy = mixed_precision(mesh.device_type, cfg.bf16)
     blocks = list(model.layers.items())
     for index, (name, block) in enumerate(blocks):
+        block = cast(nn.Module, block)
         if cfg.activation_checkpointing:
             block = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
         if cfg.compile:
-            # in-place Module.compile keeps parameter names free of "_orig_mod."
-            block.compile(fullgraph=True)
+            # compile the block, not the module with FSDP's hooks: the all-gathers stay outside
+            # the graph (torchtitan's order). get_state_dict drops the "_orig_mod." prefix.
+            block = cast(nn.Module, torch.compile(block, fullgraph=True))
         # the last block's parameters are needed again at once by the backward pass
         fully_shard(block, mesh=mesh, mp_policy=policy,
                     reshard_after_forward=index < len(blocks) - 1)
         model.layers.register_module(name, block)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
-
-
-def unwrap_name(name: str) -> str:
-    """Parameter name without the activation-checkpoint wrapper's prefix."""
-    return name.replace("_checkpoint_wrapped_module.", "")
 
 
 def materialise(model: nn.Module, device: torch.device) -> None:

@@ -89,7 +89,8 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Transformer, bo
     if not meta:
         # the same seed on every rank: all start from identical full weights, then shard
         torch.manual_seed(cfg.seed)
-        model = Transformer(args)
+        with device:
+            model = Transformer(args)
     return model, meta
 
 
@@ -153,16 +154,14 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        lr = scheduler.get_last_lr()[0]
+        lr = float(scheduler.get_last_lr()[0])
         scheduler.step()
         loss_value = global_mean(loss)  # .item() also waits for the GPU
         seconds = time.perf_counter() - start
         meter.record(seconds)
         losses.append((step, loss_value))
         if step % cfg.log_every == 0 or step == cfg.steps:
-            norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-            _log_step(step, loss_value, float(norm), lr, seconds,
-                      meter, device)
+            _log_step(step, loss_value, _scalar(grad_norm), lr, seconds, meter, device)
         if cfg.ckpt_dir is not None and cfg.ckpt_every > 0 and step % cfg.ckpt_every == 0:
             train_state = {"step": step, "scheduler": scheduler.state_dict(),
                            "data_next_step": step + 1, "losses": losses}
@@ -190,6 +189,12 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
         },
     }
+
+
+def _scalar(value: torch.Tensor | float) -> float:
+    """A float from a tensor or a DTensor (clip_grad_norm_ returns one under FSDP)."""
+    full = getattr(value, "full_tensor", None)
+    return float(full() if full is not None else value)
 
 
 def _test_hooks(step: int) -> None:

@@ -33,13 +33,15 @@ class Run:
 
 
 def run_ranks(world: int, args: list[str], out: Path | None, *, extra_env: dict[str, str]
-              | None = None, timeout: float = 240) -> Run:
-    """Start ``world`` processes with torchrun's variables on one host and wait for all."""
+              | None = None, ranks_per_node: int | None = None, timeout: float = 240) -> Run:
+    """Start ``world`` processes with torchrun's variables on one host and wait for all;
+    ``ranks_per_node`` pretends they sit on world/ranks_per_node nodes (for HSDP)."""
     port = str(free_port())
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK",
                                                                       "WORLD_SIZE", "MASTER_"))}
     base.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=port, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                MASTER_PORT=port, WORLD_SIZE=str(world),
+                LOCAL_WORLD_SIZE=str(ranks_per_node or world),
                 **(extra_env or {}))
     cmd = [sys.executable, "-m", "benchmarks.fsdp.train", "--device", "cpu", *args]
     if out is not None:

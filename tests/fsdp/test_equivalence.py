@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -36,13 +37,19 @@ def unsharded_reference(steps: int) -> tuple[list[float], dict[str, torch.Tensor
     return losses, {k: v.detach() for k, v in model.state_dict().items()}
 
 
-def test_four_ranks_match_one_unsharded_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("flags", "mesh"), [
+    ([], {"shape": [4], "dims": ["dp_shard"]}),
+    (["--hsdp", "--ac"], {"shape": [2, 2], "dims": ["dp_replicate", "dp_shard"]}),
+], ids=["fsdp", "hsdp-2x2-ac"])
+def test_four_ranks_match_one_unsharded_process(tmp_path: Path, flags: list[str],
+                                                mesh: dict) -> None:
     ckpt = tmp_path / "ckpt"
     run = run_ranks(4, [*TINY, "--steps", str(STEPS), "--ckpt-dir", str(ckpt),
-                        "--ckpt-every", str(STEPS)], tmp_path / "record.json")
+                        "--ckpt-every", str(STEPS), *flags], tmp_path / "record.json",
+                    ranks_per_node=2)
     assert run.returncodes == [0] * 4, run.output
     assert run.record["params"]["world_size"] == 4
-    assert run.record["params"]["mesh"] == {"shape": [4], "dims": ["dp_shard"]}
+    assert run.record["params"]["mesh"] == mesh
 
     ref_losses, ref_params = unsharded_reference(STEPS)
     fsdp_losses = [run.losses()[s] for s in range(1, STEPS + 1)]
