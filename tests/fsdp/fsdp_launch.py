@@ -11,6 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
+from benchmarks.fsdp.data import SyntheticBatches
+from benchmarks.fsdp.model import Transformer, preset
+from benchmarks.fsdp.optim import OptimConfig, build_optimizer
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--model", "tiny", "--batch-size", "8", "--seq-len", "32", "--timing-warmup", "1"]
 
@@ -63,3 +70,21 @@ def run_ranks(world: int, args: list[str], out: Path | None, *, extra_env: dict[
     return Run([p.returncode for p in procs], "\n".join(outputs), rec)
 
 
+def unsharded_reference(steps: int) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """The plain training loop: no process group, no FSDP, the whole global batch at once."""
+    torch.manual_seed(0)
+    model = Transformer(preset("tiny"))
+    cfg = OptimConfig()
+    optimizer, scheduler = build_optimizer(model, cfg, steps)
+    data = SyntheticBatches(model.args.vocab_size, 0, 8, 32, rank=0, world_size=1)
+    losses = []
+    for step in range(1, steps + 1):
+        inputs, targets = data.local_batch(step, torch.device("cpu"))
+        loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach() for k, v in model.state_dict().items()}

@@ -6,35 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from benchmarks.fsdp.data import SyntheticBatches
 from benchmarks.fsdp.model import Transformer, preset
-from benchmarks.fsdp.optim import OptimConfig, build_optimizer
-from tests.fsdp.fsdp_launch import TINY, run_ranks
+from tests.fsdp.fsdp_launch import TINY, run_ranks, unsharded_reference
 
 STEPS = 4
-
-
-def unsharded_reference(steps: int) -> tuple[list[float], dict[str, torch.Tensor]]:
-    """The plain training loop: no process group, no FSDP, the whole global batch at once."""
-    torch.manual_seed(0)
-    model = Transformer(preset("tiny"))
-    cfg = OptimConfig()
-    optimizer, scheduler = build_optimizer(model, cfg, steps)
-    data = SyntheticBatches(model.args.vocab_size, 0, 8, 32, rank=0, world_size=1)
-    losses = []
-    for step in range(1, steps + 1):
-        inputs, targets = data.local_batch(step, torch.device("cpu"))
-        loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        optimizer.step()
-        optimizer.zero_grad()
-        scheduler.step()
-        losses.append(loss.item())
-    return losses, {k: v.detach() for k, v in model.state_dict().items()}
 
 
 @pytest.mark.parametrize(("flags", "mesh"), [
