@@ -24,7 +24,7 @@ app = typer.Typer(
 
 StateDir = typer.Option(
     None, "--state-dir", envvar="PCTK_TWIN_DIR",
-    help="Folder for the twin's config, logs and data [default: ~/.local/state/pctk/twin].",
+    help="Folder for the twin's config, logs and data (default: ~/.local/state/pctk/twin).",
 )
 JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
@@ -55,11 +55,11 @@ def _status_table(st: TwinStatus, console: Console) -> None:
 def up(
     config: str = typer.Option(
         None, "--config", "-c",
-        help="ParallelCluster YAML file or preset name [default: the p5-training preset].",
+        help="ParallelCluster YAML file or preset name (default: the p5-training preset).",
     ),
     nodes: int = typer.Option(
         None, "--nodes", "-n", min=1,
-        help="At most this many nodes per compute resource [default: 4].",
+        help="At most this many nodes per compute resource (default: 4).",
     ),
     no_accounting: bool = typer.Option(
         False, "--no-accounting",

@@ -24,8 +24,9 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         f"SlurmdUser={plan.user}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        # our own munged, not the system one
-        f"AuthInfo=socket={plan.munge_socket}",
+        # our own munged, not the system one. cred_expire also delays a requeued job's
+        # restart (120 s by default); the twin restarts after 10 s so requeue tests are quick
+        f"AuthInfo=socket={plan.munge_socket},cred_expire=10",
         f"StateSaveLocation={s}/ctld/state",
         f"SlurmctldPidFile={s}/ctld/slurmctld.pid",
         f"SlurmctldLogFile={s}/ctld/slurmctld.log",

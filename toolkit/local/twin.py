@@ -380,16 +380,7 @@ class Twin:
         mysql_log = s / "mysql" / "mysqld.log"
         if not (datadir / "mysql").is_dir():
             progress("initialising MariaDB data folder")
-            shutil.rmtree(datadir, ignore_errors=True)
-            r = subprocess.run(
-                ["mariadb-install-db", "--no-defaults", f"--datadir={datadir}",
-                 f"--user={plan.user}", "--auth-root-authentication-method=normal",
-                 "--skip-test-db"],
-                capture_output=True, text=True, env=env, cwd=s)
-            if r.returncode != 0:
-                raise PctkError("mariadb-install-db failed: "
-                                + (r.stderr.strip().splitlines() or ["?"])[-1],
-                                "check that mariadb-server is installed", log=str(mysql_log))
+            self._install_db(datadir, plan.user, env, mysql_log)
         progress("starting MariaDB")
         p = procs.spawn("mariadbd", [
             "mariadbd", "--no-defaults", f"--datadir={datadir}",
@@ -427,6 +418,23 @@ class Twin:
             return False
 
         self._wait(cluster_registered, "slurmdbd", p, timeout, str(dbd_log))
+
+    def _install_db(self, datadir: Path, user: str, env: dict[str, str], log: Path) -> None:
+        argv = ["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", f"--user={user}",
+                "--auth-root-authentication-method=normal", "--skip-test-db"]
+        for attempt in range(2):
+            shutil.rmtree(datadir, ignore_errors=True)
+            r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=self.state_dir)
+            if r.returncode == 0:
+                return
+            atomic_write_text(log, r.stdout + r.stderr)
+            if attempt == 0:
+                time.sleep(1)  # a passing failure (seen under heavy load): try once more
+        errors = [ln for ln in (r.stderr + r.stdout).splitlines() if "[ERROR]" in ln]
+        detail = (errors or (r.stderr.strip().splitlines() or ["?"]))[0]
+        raise PctkError(f"mariadb-install-db failed: {detail}",
+                        "check that mariadb-server is installed and the disk has room",
+                        log=str(log))
 
     def _wait(self, ready: Callable[[], bool], what: str, proc: procs.Proc | None,
               timeout: float, log: str) -> None:

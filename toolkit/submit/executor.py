@@ -163,8 +163,11 @@ class ClusterExecutor(SlurmExecutor):
 
     def map_array(self, fn: tp.Callable[..., core.R], *iterable: tp.Iterable[tp.Any]
                   ) -> list[core.Job[core.R]]:
+        columns = [list(it) for it in iterable]
         check_picklable(fn)
-        return super().map_array(fn, *iterable)
+        for args in zip(*columns, strict=False):
+            check_picklable(fn, *args)
+        return super().map_array(fn, *columns)
 
     def depend_on(self, *jobs: core.Job[tp.Any], kind: str = "afterok") -> None:
         """Make the next submissions wait for ``jobs`` (afterok, afterany, afternotok, after)."""
@@ -260,6 +263,7 @@ def submit_distributed(executor: ClusterExecutor, fn: tp.Callable[..., core.R], 
                        **kwargs: tp.Any) -> core.Job[core.R]:
     """Submit ``fn`` to run on every rank with torch.distributed's environment set.
 
-    ``job.result()`` is rank 0's return value; ``job.results()`` every rank's, in rank order.
+    ``job.results()`` is every rank's return value in rank order; ``job.task(0).result()``
+    is rank 0's alone.
     """
     return executor.submit(_TorchDistributed(fn), *args, **kwargs)
