@@ -147,9 +147,10 @@ def _sbatch_argv(g: Group, opts: SweepOptions, run_dir: Path, minutes: int) -> l
 
 
 def _wait(groups: list[Group], results: Path, timeout: float,
-          progress: Callable[[str], None]) -> dict[str, tuple[str, str]]:
+          progress: Callable[[str], None], settle: bool) -> dict[str, tuple[str, str]]:
     """Until every node wrote its report, every job ended, or the time is up; returns the
-    last (state, reason) of each job."""
+    last (state, reason) of each job. With ``settle``, also until the jobs have left the
+    nodes (before drains and resumes); else the finished jobs end on their own."""
     expected = {n for g in groups for n in g.nodes}
     states: dict[str, tuple[str, str]] = {}
     deadline = time.monotonic() + timeout
@@ -169,9 +170,8 @@ def _wait(groups: list[Group], results: Path, timeout: float,
         if now >= deadline:
             break
         time.sleep(0.05)
-    # let finished jobs leave the nodes before drains and resumes
     end = time.monotonic() + 10
-    while time.monotonic() < end:
+    while settle and time.monotonic() < end:
         states = {g.job_id: slurmops.job_state(g.job_id) for g in groups if g.job_id}
         if all(s not in ACTIVE_STATES for s, _ in states.values()):
             break
@@ -253,7 +253,8 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
         for g in groups:
             g.job_id = slurmops.submit(_sbatch_argv(g, opts, run_dir, minutes))
             opts.progress(f"job {g.job_id}: {len(g.nodes)} nodes in {g.partition}")
-        states = _wait(groups, run_dir / "nodes", timeout, opts.progress)
+        states = _wait(groups, run_dir / "nodes", timeout, opts.progress,
+                       settle=opts.drain or bool(to_recheck))
     except BaseException:
         for g in groups:
             if g.job_id:
@@ -263,9 +264,10 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
         if reservation:
             slurmops.delete_reservation(reservation)
         raise
+    reported = {p.stem for p in (run_dir / "nodes").glob("*.json")}
     for g in groups:
-        if g.job_id and states.get(g.job_id, ("",))[0] in ACTIVE_STATES:
-            slurmops.cancel(g.job_id)
+        if g.job_id and not set(g.nodes) <= reported:
+            slurmops.cancel(g.job_id)  # timed out: stop what still waits or hangs
 
     result = SweepResult(run_id, run_dir, opts.level, opts.partition, {}, itypes,
                          [g.job_id for g in groups if g.job_id])
