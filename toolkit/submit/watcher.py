@@ -87,5 +87,16 @@ def _mains(info: dict[str, dict[str, str]]) -> set[str]:
     return {k.split("_")[0] for k in info}
 
 
+# states in which Slurm ended the job from outside: no result file is coming
+_NO_RESULT = ("CANCELLED", "NODE_FAIL", GONE, "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+
+
 class PctkSlurmJob(SlurmJob[tp.Any]):
     watcher = PctkWatcher(delay_s=10)
+
+    def _get_outcome_and_result(self) -> tuple[str, tp.Any]:
+        # submitit waits 15 s for a result file a slow shared filesystem may not show yet;
+        # a job Slurm cancelled or lost never writes one, so report it at once
+        if self.watcher.get_state(self.job_id, mode="cache").startswith(_NO_RESULT):
+            self._results_timeout_s = 2
+        return super()._get_outcome_and_result()
