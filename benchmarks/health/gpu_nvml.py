@@ -23,7 +23,7 @@ THROTTLE_BITS = {
 def nvml_session() -> tuple[Any, list[Any]] | str:
     """(pynvml module, device handles), or why NVML cannot be used here."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         return "pynvml (nvidia-ml-py) is not installed"
     try:

@@ -62,7 +62,7 @@ def check_clock(ctx: NodeContext) -> CheckResult:
 def check_disk(ctx: NodeContext) -> CheckResult:
     """Free space on the local disks (/ and /tmp by default)."""
     t = ctx.thresholds
-    value = {}
+    value: dict[str, dict[str, float]] = {}
     worst: tuple[float, str] | None = None
     for path in t["disk_paths"]:
         try:

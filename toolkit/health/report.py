@@ -24,7 +24,7 @@ SOFTWARE_KEYS = {"libfabric": "libfabric", "efa": "efa_installer", "nccl": "nccl
 
 def _software(result: SweepResult) -> dict[str, Any]:
     sw: dict[str, Any] = {"python": platform.python_version(), "torch": None, "host": None}
-    found = next((c["software"]["value"] for c in result.nodes.values()
+    found: dict[str, Any] = next((c["software"]["value"] for c in result.nodes.values()
                   if isinstance(c.get("software", {}).get("value"), dict)), {})
     for key, node_key in SOFTWARE_KEYS.items():
         sw[key] = found.get(node_key)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import getpass
 import re
+import subprocess
 
 from toolkit.errors import PctkError
 from toolkit.health.inventory import run_slurm
 
 
-def _check(r, what: str) -> str:  # type: ignore[no-untyped-def]
+def _check(r: subprocess.CompletedProcess[str], what: str) -> str:
     if r.returncode != 0:
         raise PctkError(f"{what} failed: {r.stderr.strip() or r.stdout.strip()}",
                         "check your Slurm permissions (drain/resume/reservations need an "

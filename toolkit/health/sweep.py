@@ -275,11 +275,11 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
     for n in selected:
         checks: dict[str, dict[str, Any]] = {}
         node_check = node_checks[n.name]
-        g = checked_in.get(n.name)
-        if g is not None:
+        group = checked_in.get(n.name)
+        if group is not None:
             report = _read_report(run_dir / "nodes" / f"{n.name}.json")
             if report is None:
-                node_check, never_ran = _missing_report(g, states, timeout)
+                node_check, never_ran = _missing_report(group, states, timeout)
                 if never_ran:
                     result.unchecked.append(n.name)
             else:
