@@ -72,3 +72,19 @@ def test_requeue_after_checkpoint_continues_the_loss_curve(twin, tmp_path: Path)
     assert sorted(losses) == list(range(1, 11))
     for step in range(6, 11):
         assert losses[step] == pytest.approx(reference[step - 1], rel=1e-5, abs=1e-5), step
+
+
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_pctk_bench_fsdp_on_the_twin(twin, tmp_path: Path, launcher: str) -> None:
+    from toolkit.cli import main
+
+    code = main(["bench", "fsdp", "--model", "tiny", "--nodes", "2", "--tasks-per-node", "2",
+                 "--gpus-per-node", "0", "--partition", "cpu", "--steps", "6",
+                 "--ckpt-every", "3", "--launcher", launcher, "--run-dir", str(tmp_path),
+                 "--timeout", "180"])
+    log = "\n".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
+    assert code == 0, log
+    rec, losses = read_losses(tmp_path)
+    assert rec["params"]["world_size"] == 4 and rec["params"]["ranks_per_node"] == 2
+    assert len(rec["metrics"]["checkpoint_saves"]) == 2
+    assert sorted(losses) == list(range(1, 7))
