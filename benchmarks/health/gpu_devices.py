@@ -38,8 +38,9 @@ def check_gpu_devices(ctx: NodeContext) -> CheckResult:
     missing = [f for f in files if f not in present]
     value = {"present": len(present), "listed": len(files), "source": source}
     if missing:
-        more = f" (+{len(missing) - 3} more)" if len(missing) > 3 else ""
-        shown = ", ".join(missing[:3]) + more
+        more = f" +{len(missing) - 3} more" if len(missing) > 3 else ""
+        shown = ", ".join(os.path.basename(m) for m in missing[:3]) + more
+        shown += f" in {os.path.dirname(missing[0])}"
         return fail(f"{len(missing)} of {len(files)} GPU device files missing: {shown}",
                     "check the NVIDIA driver (nvidia-smi, dmesg for Xid/'fallen off the bus'); "
                     "reboot or replace the instance", value, expected)
