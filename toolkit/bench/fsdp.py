@@ -182,7 +182,7 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
     saves = m.get("checkpoint_saves") or []
     load = m.get("checkpoint_load")
     return [
-        ("model", f"{p['model']} ({p['n_params'] / 1e9:.2f}B params)"),
+        ("model", f"{p['model']} ({_count(p['n_params'])} params)"),
         ("world", f"{p['world_size']} ranks on {p['nodes']} node(s), mesh {p['mesh']['shape']}"),
         ("batch", f"{p['global_batch_size']} x {p['seq_len']} tokens, {p['param_dtype']}"),
         ("options", f"compile={p['compile']} ac={p['activation_checkpointing']} "
@@ -200,6 +200,10 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                             if load else "-"),
         ("verdict", " ".join([rec["verdict"]["status"], *rec["verdict"]["reasons"]])),
     ]
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
 
 
 def print_summary(rec: dict[str, Any]) -> None:
