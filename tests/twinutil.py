@@ -47,7 +47,7 @@ class TwinHandle:
 
     def state(self, job_id: str) -> str:
         r = self.cmd("sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State", check=False)
-        states = [s.split()[0] for s in r.stdout.split() if s.strip()]
+        states = [s.split()[0] for s in r.stdout.splitlines() if s.strip()]
         return states[-1] if states else "UNKNOWN"
 
     def wait(self, job_id: str, timeout: float = 120) -> str:

@@ -1,0 +1,142 @@
+"""pctk submit / jobs / logs / cancel on the twin, hostile strings included."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkit.cli import main
+
+pytestmark = pytest.mark.twin
+
+HOSTILE = ['a "quoted" arg', "$HOME", "x; rm -rf /tmp/never", "two\nlines", "it's", "`id`", ""]
+
+
+@pytest.fixture()
+def jobs_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PCTK_JOBS_DIR", str(tmp_path / "jobs"))
+    return tmp_path / "jobs"
+
+
+def _pctk(*args: str) -> tuple[int, str, str]:
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", *args], capture_output=True,
+                       text=True, timeout=300)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_arguments_and_job_name_reach_the_program_verbatim(twin, jobs_home, tmp_path):
+    out = tmp_path / "args.json"
+    prog = "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"
+    name = 'we"ird $USER; name'
+    code, stdout, err = _pctk("submit", "-q", "cpu", "--wait", "--json", "-J", name, "--",
+                              sys.executable, "-c", prog, str(out), *HOSTILE)
+    assert code == 0, err
+    info = json.loads(stdout)
+    assert info["states"] == {info["job_ids"][0]: "COMPLETED"}
+    assert json.loads(out.read_text()) == [str(out), *HOSTILE]
+    assert not Path("/tmp/never").exists()
+    shown = twin.cmd("scontrol", "show", "job", info["job_ids"][0]).stdout
+    assert f"JobName={name}\n" in shown
+
+
+def test_multi_node_command_runs_srun_across_nodes_with_master_addr(twin, jobs_home):
+    code, stdout, err = _pctk("submit", "-q", "cpu", "-N", "3", "--wait", "--json", "--",
+                              "bash", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME $MASTER_ADDR"')
+    assert code == 0, err
+    job_id = json.loads(stdout)["job_ids"][0]
+    lines = sorted(p.read_text().strip() for p in jobs_home.glob(f"*/{job_id}.*.out")
+                   if ".batch." not in p.name)
+    assert lines == [f"{i} cpu-dy-c5-{i + 1} cpu-dy-c5-1" for i in range(3)]
+    # pctk logs shows one task's output
+    rc = subprocess.run([sys.executable, "-m", "toolkit.cli", "logs", job_id, "--task", "2"],
+                        capture_output=True, text=True)
+    assert "2 cpu-dy-c5-3 cpu-dy-c5-1" in rc.stdout
+
+
+def test_array_longer_than_max_array_size_covers_every_index(twin, jobs_home, monkeypatch):
+    from toolkit.submit import executor
+
+    monkeypatch.setattr(executor, "max_array_size", lambda: 8)
+    out_dir = jobs_home / "seen"
+    out_dir.mkdir(parents=True)
+    code = main(["submit", "-q", "cpu", "--array", "0-19", "--wait", "--json", "--",
+                 "bash", "-c", f'touch {out_dir}/"$PCTK_ARRAY_TASK_ID"'])
+    assert code == 0
+    assert sorted(int(p.name) for p in out_dir.iterdir()) == list(range(20))
+
+
+def test_failed_task_makes_wait_exit_1(twin, jobs_home, capsys):
+    code = main(["submit", "-q", "cpu", "--array", "0-2", "--wait", "--",
+                 "bash", "-c", 'exit $(( SLURM_ARRAY_TASK_ID == 1 ))'])
+    assert code == 1
+    assert "1 of 3 task(s) did not complete" in capsys.readouterr().err
+
+
+def test_jobs_lists_my_jobs_from_sacct(twin, jobs_home, capsys):
+    assert main(["submit", "-q", "cpu", "--wait", "-J", "listed-job", "--", "true"]) == 0
+    capsys.readouterr()
+    # slurmdbd lists a job by time window a moment after the job ends
+    deadline = time.monotonic() + 20
+    while True:
+        assert main(["jobs", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        mine = [j for j in data["jobs"] if j["JobName"] == "listed-job"]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert data["source"] == "sacct"
+    assert mine and mine[-1]["State"] == "COMPLETED" and mine[-1]["ExitCode"] == "0:0"
+
+
+def test_cancel_and_ctrl_c_while_waiting_leaves_the_job_running(twin, jobs_home):
+    p = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "submit", "-q", "cpu", "--wait",
+                          "--", "sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(4)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130
+    assert "keep running" in stderr and "pctk cancel" in stderr
+    job_id = stdout.split()[1]
+    assert twin.state(job_id) in ("RUNNING", "PENDING")
+    code, out, _ = _pctk("cancel", job_id)
+    assert code == 0
+    assert twin.wait(job_id, timeout=60).startswith("CANCELLED")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-q", "nope", "--", "true"], "the queues in"),
+        (["-q", "gpu", "-G", "9", "--", "true"], "has 8 GPUs per node; 9 were asked for"),
+        (["-q", "cpu", "--array", "5-1", "--", "true"], "the range is empty"),
+        (["-q", "cpu", "--time", "soon", "--", "true"], "bad --time"),
+        (["-q", "cpu"], "no command given"),
+        (["-q", "cpu", "-N", "99", "--", "true"], "at most 8 nodes"),
+        (["--fn", "no_such_module:f"], "cannot load no_such_module:f"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(twin, jobs_home, args, message):
+    code, _, err = _pctk("submit", *args)
+    assert code == 2, err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_fn_runs_a_module_function(twin, jobs_home, tmp_path, monkeypatch):
+    mod = tmp_path / "pctk_fn_example.py"
+    mod.write_text("def shout(word):\n    import os\n"
+                   "    return word.upper() + '@' + os.environ['SLURM_JOB_PARTITION']\n")
+    monkeypatch.chdir(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", "submit", "-q", "cpu", "--wait",
+                        "--fn", "pctk_fn_example:shout", "--", "hi"], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "HI@cpu"
