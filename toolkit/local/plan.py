@@ -154,7 +154,9 @@ def build_plan(
             for n in names:
                 static = "-st-" in n
                 feats = tuple(["static" if static else "dynamic", *features[1:]])
-                specs.append((n, q.name, cr.instance_type, cr.name, static, cpus, gres, gpus, feats))
+                specs.append(
+                    (n, q.name, cr.instance_type, cr.name, static, cpus, gres, gpus, feats)
+                )
                 members.append(n)
         partitions.append((q.name, tuple(members)))
     if len(specs) > MAX_TWIN_NODES:

@@ -6,6 +6,7 @@ recycled pid is never mistaken for ours.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,7 +23,8 @@ class Proc:
     log: str
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks, "log": self.log}
+        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks,
+                "log": self.log}
 
     @classmethod
     def from_json(cls, d: dict[str, object]) -> Proc:
@@ -56,10 +58,8 @@ def is_running(proc: Proc) -> bool:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> Proc:
@@ -83,19 +83,15 @@ def stop(procs: list[Proc], timeout: float = 15.0) -> list[Proc]:
     """SIGTERM every running proc, wait, SIGKILL the stubborn; returns those still alive."""
     alive = [p for p in procs if is_running(p)]
     for p in alive:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + timeout
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)
         alive = [p for p in alive if is_running(p)]
     for p in alive:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + 5
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -17,13 +17,14 @@ import secrets
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.config.model import load_topology
+from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
 from toolkit.local import procs
@@ -71,6 +72,23 @@ class TwinStatus:
             "partitions": self.partitions,
             "nodes": self.nodes,
         }
+
+
+@contextlib.contextmanager
+def _port_lock() -> Iterator[None]:
+    """Serialise port choice and daemon start between twins starting at the same time.
+
+    Otherwise two twins can both find the same ports free and collide a second later.
+    """
+    path = Path(tempfile.gettempdir()) / "pctk-twin-ports.lock"
+    with open(path, "a") as fh:
+        with contextlib.suppress(PermissionError):
+            os.chmod(path, 0o666)
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def make_placeholder_device(path: Path) -> None:
@@ -215,44 +233,53 @@ class Twin:
                 self._remove_hosts_block()
             self._clean_runtime_files()
             prev_ports = state.get("ports") if state else None
-            n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
-                                     nodes_per_resource=nodes, accounting=accounting).nodes)
-            ports = choose_ports(n_nodes, prefer=prev_ports.get("slurmctld") if prev_ports else None)
-            plan = build_plan(topo, self.state_dir, ports, nodes_per_resource=nodes,
-                              accounting=accounting)
-            started: list[procs.Proc] = []
-            record: dict[str, Any] = {
-                "version": STATE_VERSION,
-                "config": str(cfg),
-                "config_sha256": cfg_hash,
-                "cluster": plan.cluster_name,
-                "nodes_per_resource": nodes,
-                "accounting": accounting,
-                "ports": {"slurmctld": ports.slurmctld, "slurmdbd": ports.slurmdbd,
-                          "mysql": ports.mysql, "slurmd_base": ports.slurmd_base},
-                "nodes": [n.name for n in plan.nodes],
-                "partitions": [p for p, _ in plan.partitions],
-                "procs": [],
-                "started": time.time(),
-            }
+            with _port_lock():
+                return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
+                                            progress, timeout)
 
-            def remember(p: procs.Proc) -> None:
-                started.append(p)
-                record["procs"] = [x.to_json() for x in started]
-                atomic_write_json(self.state_file, record)
+    def _plan_and_start(self, topo: ClusterTopology, cfg: Path, cfg_hash: str,
+                        nodes: int | None, accounting: bool,
+                        prev_ports: dict[str, int] | None, progress: Progress,
+                        timeout: float) -> TwinStatus:
+        """Choose ports and start the daemons (under the machine-wide port lock)."""
+        n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
+                                 nodes_per_resource=nodes, accounting=accounting).nodes)
+        ports = choose_ports(n_nodes, prefer=prev_ports.get("slurmctld") if prev_ports else None)
+        plan = build_plan(topo, self.state_dir, ports, nodes_per_resource=nodes,
+                          accounting=accounting)
+        started: list[procs.Proc] = []
+        record: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "config": str(cfg),
+            "config_sha256": cfg_hash,
+            "cluster": plan.cluster_name,
+            "nodes_per_resource": nodes,
+            "accounting": accounting,
+            "ports": {"slurmctld": ports.slurmctld, "slurmdbd": ports.slurmdbd,
+                      "mysql": ports.mysql, "slurmd_base": ports.slurmd_base},
+            "nodes": [n.name for n in plan.nodes],
+            "partitions": [p for p, _ in plan.partitions],
+            "procs": [],
+            "started": time.time(),
+        }
 
-            try:
-                self._start_all(plan, remember, progress, timeout)
-            except BaseException:
-                progress("start failed: stopping what was started")
-                procs.stop(started)
-                self._remove_hosts_block()
-                record["procs"] = []
-                atomic_write_json(self.state_file, record)
-                raise
-            for note in plan.notes:
-                progress(note)
-            return self.status()
+        def remember(p: procs.Proc) -> None:
+            started.append(p)
+            record["procs"] = [x.to_json() for x in started]
+            atomic_write_json(self.state_file, record)
+
+        try:
+            self._start_all(plan, remember, progress, timeout)
+        except BaseException:
+            progress("start failed: stopping what was started")
+            procs.stop(started)
+            self._remove_hosts_block()
+            record["procs"] = []
+            atomic_write_json(self.state_file, record)
+            raise
+        for note in plan.notes:
+            progress(note)
+        return self.status()
 
     def _clean_runtime_files(self) -> None:
         for rel in ("munge/munge.socket.2", "munge/munge.socket.2.lock", "munge/munged.pid",
@@ -528,7 +555,8 @@ class Twin:
             for group in order:
                 members = [p for p in running if p.name.split(":")[0] == group]
                 if members:
-                    progress(f"stopping {group}" + (f" x{len(members)}" if len(members) > 1 else ""))
+                    count = f" x{len(members)}" if len(members) > 1 else ""
+                    progress(f"stopping {group}{count}")
                     left = procs.stop(members)
                     if left:
                         raise PctkError(
