@@ -1,0 +1,75 @@
+# pctk: the two commands that do all the set-up on a fresh Debian 12 machine, as root:
+#   make demo   start the local twin from a preset, run the main job, print the results
+#   make test   pass the tests (on the real twin)
+# Both install what is missing (apt packages, a virtual environment) and are idempotent.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PCTK := $(VENV)/bin/pctk
+# Without an NVIDIA GPU install the CPU build of torch first: a plain `torch` from PyPI is the
+# multi-GB CUDA build. Override TORCH_CPU_SPEC / TORCH_INDEX_URL for other machines
+# (e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu).
+TORCH_CPU_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
+APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-venv \
+                shellcheck chromium
+DEMO_DIR ?= out/demo
+PYTEST_ARGS ?=
+
+.PHONY: help deps venv test lint demo twin-up twin-down clean
+
+help:
+	@echo "make demo   - start the local Slurm twin, run the main job, print the results"
+	@echo "make test   - run the tests (on the real twin)"
+	@echo "make lint   - ruff and mypy"
+	@echo "make deps   - install the Debian packages (root)"
+	@echo "make venv   - create $(VENV) with pctk and its dependencies"
+	@echo "make clean  - stop the default twin, remove $(VENV) and out/"
+
+# Debian packages: only the missing ones, so a second run is quick and needs no network.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "pctk: missing Debian packages:$$missing; run 'sudo make deps'" >&2; exit 2; fi; \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+	    || { echo "pctk: apt-get install failed for:$$missing" >&2; exit 2; }; \
+	fi
+
+$(VENV)/.pctk-installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if ! command -v nvidia-smi >/dev/null 2>&1; then \
+	  $(PY) -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU_SPEC)"; \
+	fi
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.pctk-installed
+
+test: deps venv
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check toolkit benchmarks tests
+	$(VENV)/bin/mypy
+	shellcheck sbatch/*
+
+demo: deps venv
+	$(PCTK) demo --out $(DEMO_DIR)
+
+twin-up: deps venv
+	$(PCTK) local up
+
+twin-down: venv
+	$(PCTK) local down
+
+clean:
+	-@test -x $(PCTK) && $(PCTK) local down >/dev/null 2>&1 || true
+	rm -rf $(VENV) out
