@@ -14,6 +14,7 @@ import typer
 from toolkit import __version__
 from toolkit.bench.cli import app as bench_app
 from toolkit.config.cli import app as config_app
+from toolkit.demo import demo_command
 from toolkit.errors import PctkError
 from toolkit.health.cli import app as health_app
 from toolkit.local.cli import app as local_app
@@ -40,6 +41,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(results_app, name="results")
 app.add_typer(health_app, name="health")
 app.command("report")(report_command)
+app.command("demo")(demo_command)
 
 
 def _version(value: bool) -> None:
