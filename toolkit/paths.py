@@ -27,7 +27,7 @@ def list_presets() -> list[str]:
 
 
 def state_home() -> Path:
-    """Per-user state root: ``$PCTK_HOME``, else ``$XDG_STATE_HOME/pctk``, else ~/.local/state/pctk."""
+    """Per-user state root: ``$PCTK_HOME``, ``$XDG_STATE_HOME/pctk`` or ~/.local/state/pctk."""
     if env := os.environ.get("PCTK_HOME"):
         return Path(env)
     xdg = os.environ.get("XDG_STATE_HOME")

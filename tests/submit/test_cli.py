@@ -106,7 +106,7 @@ def test_cancel_and_ctrl_c_while_waiting_leaves_the_job_running(twin, jobs_home)
     assert "keep running" in stderr and "pctk cancel" in stderr
     job_id = stdout.split()[1]
     assert twin.state(job_id) in ("RUNNING", "PENDING")
-    code, out, _ = _pctk("cancel", job_id)
+    code, _out, _ = _pctk("cancel", job_id)
     assert code == 0
     assert twin.wait(job_id, timeout=60).startswith("CANCELLED")
 

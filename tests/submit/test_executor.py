@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
 import time
-from pathlib import Path
 
 import pytest
 import submitit
@@ -49,7 +49,7 @@ def test_cpu_queue_gets_no_efa_env(twin, tmp_path):
 
 def test_bad_requests_fail_before_anything_is_submitted(twin, tmp_path):
     before = _squeue_count(twin)
-    with pytest.raises(PctkError, match="the queues in .* are: gpu, cpu"):
+    with pytest.raises(PctkError, match=r"the queues in .* are: gpu, cpu"):
         ClusterExecutor(tmp_path, queue="gpus")
     with pytest.raises(PctkError, match="has 8 GPUs per node; 9 were asked for"):
         ClusterExecutor(tmp_path, queue="gpu", gpus_per_node=9)
@@ -117,7 +117,7 @@ def test_array_longer_than_max_array_size_is_split(twin, tmp_path, monkeypatch):
         starts.setdefault(main, []).append(start)
         ends.setdefault(main, []).append(end)
     ordered = sorted(arrays, key=int)
-    for a, b in zip(ordered, ordered[1:], strict=False):
+    for a, b in itertools.pairwise(ordered):
         assert min(starts[b]) >= max(ends[a])
 
 

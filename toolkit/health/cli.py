@@ -29,18 +29,18 @@ def run_command(
     drain: bool = typer.Option(False, "--drain", help="Drain nodes that fail a check."),
     resume_healthy: bool = typer.Option(
         False, "--resume-healthy", help="Re-check nodes pctk drained; resume those that pass."),
-    mount: list[str] = typer.Option(  # noqa: B008
+    mount: list[str] = typer.Option(
         None, "--mount", help="Shared mount to probe (repeat; %n = node name). "
         "Default /fsx and /home."),
-    tool_path: list[str] = typer.Option(  # noqa: B008
+    tool_path: list[str] = typer.Option(
         None, "--tool-path", help="Folder searched first for tools on the nodes (%n = node)."),
     checks: str | None = typer.Option(None, "--checks", help="Comma list of checks to run."),
     dcgm_level: int = typer.Option(1, "--dcgm-level", min=1, max=3),
-    workdir: Path | None = typer.Option(  # noqa: B008
+    workdir: Path | None = typer.Option(
         None, "--workdir", help="Shared folder for the nodes' reports."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON."),
-    out: Path | None = typer.Option(None, "--out", help="Also write the record here."),  # noqa: B008
+    out: Path | None = typer.Option(None, "--out", help="Also write the record here."),
 ) -> None:
     """Check nodes in one Slurm job per partition; print a node x check table."""
     from toolkit.health import report
@@ -70,9 +70,9 @@ def run_command(
 
 @app.command("expectations")
 def expectations_command(
-    out: Path | None = typer.Option(None, "--out", help="Write here (atomically)."),  # noqa: B008
-    mount: list[str] = typer.Option(None, "--mount", help="Shared mounts (repeat)."),  # noqa: B008
-    instance_type: list[str] = typer.Option(  # noqa: B008
+    out: Path | None = typer.Option(None, "--out", help="Write here (atomically)."),
+    mount: list[str] = typer.Option(None, "--mount", help="Shared mounts (repeat)."),
+    instance_type: list[str] = typer.Option(
         None, "--instance-type", help="Only these types (default: the whole catalog)."),
 ) -> None:
     """Write the node-side expectations file (for the prolog/epilog) from the catalog."""

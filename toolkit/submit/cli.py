@@ -16,7 +16,13 @@ from rich.table import Table
 
 from toolkit.errors import PctkError
 from toolkit.submit.cluster import load_cluster
-from toolkit.submit.command import CommandJob, jobs_dir, job_from_cluster, load_index, submit_command
+from toolkit.submit.command import (
+    CommandJob,
+    job_from_cluster,
+    jobs_dir,
+    load_index,
+    submit_command,
+)
 from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Cluster config (default: the cluster "

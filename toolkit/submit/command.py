@@ -190,15 +190,13 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
 
 def _compact(idx: list[int]) -> str:
     """Indices as Slurm ranges: [0,1,2,5,6] -> '0-2,5-6'."""
-    out, start, prev = [], idx[0], idx[0]
-    for i in idx[1:] + [None]:  # type: ignore[list-item]
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        out.append(f"{start}-{prev}" if prev != start else str(start))
-        if i is not None:
-            start = prev = i
-    return ",".join(out)
+    runs: list[list[int]] = []
+    for i in idx:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
 
 
 def job_from_cluster(topo: ClusterTopology, queue: str | None, gpus_per_node: int | None,

@@ -78,7 +78,8 @@ def _pick_resource(queue: Queue, name: str | None) -> ComputeResource:
         if cr.name == name:
             return cr
     known = ", ".join(cr.name for cr in queue.compute_resources)
-    raise PctkError(f"queue {queue.name} has no compute resource {name!r}", f"choose one of: {known}")
+    raise PctkError(f"queue {queue.name} has no compute resource {name!r}",
+                    f"choose one of: {known}")
 
 
 class ClusterExecutor(SlurmExecutor):
