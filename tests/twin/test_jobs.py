@@ -24,23 +24,25 @@ def test_sacct_reports_completed_with_node_list(twin):
     assert twin.wait(job_id) == "COMPLETED"
     r = twin.cmd("sacct", "-j", job_id, "-n", "-P", "-o", "JobID,State,NodeList")
     rows = [line.split("|") for line in r.stdout.strip().splitlines()]
-    assert rows[0] == [job_id, "COMPLETED", "gpu-st-p5-[1-4]"]
+    alloc = [row for row in rows if row[0] == job_id]
+    assert alloc[-1] == [job_id, "COMPLETED", "gpu-st-p5-[1-4]"], rows
     # the srun step is accounted too
     assert any(row[0] == f"{job_id}.0" and row[1] == "COMPLETED" for row in rows)
 
 
 def test_eight_gpus_per_node_are_scheduled_as_on_a_p5(twin):
     script = "srun bash -c 'echo $SLURMD_NODENAME $SLURM_GPUS_ON_NODE $CUDA_VISIBLE_DEVICES'"
-    state, out = twin.run(script, "--nodes=2", "--gpus-per-node=8", "--partition=gpu")
-    assert state == "COMPLETED"
+    job_id, out_path = twin.sbatch(script, "--nodes=2", "--gpus-per-node=8", "--partition=gpu")
+    assert twin.wait(job_id) == "COMPLETED"
+    out = out_path.read_text()
     lines = sorted(out.split("\n"))[-2:]
     for line in lines:
         node, count, visible = line.split()
         assert node.startswith("gpu-st-p5-")
         assert count == "8"
         assert visible == "0,1,2,3,4,5,6,7"
-    job = twin.cmd("sacct", "-n", "-X", "-P", "-o", "JobID,AllocTRES").stdout.splitlines()[-1]
-    assert "gres/gpu=16" in job
+    tres = twin.cmd("sacct", "-j", job_id, "-n", "-X", "-P", "-o", "AllocTRES").stdout
+    assert "gres/gpu=16" in tres
 
 
 def test_nine_gpus_per_node_is_rejected(twin):

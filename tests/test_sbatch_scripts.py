@@ -1,0 +1,71 @@
+"""The plain scripts in sbatch/: shellcheck-clean, and the CPU-capable ones run unmodified on
+the twin, submitted by hand with `sbatch` as a researcher would."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((REPO / "sbatch").iterdir())
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck_clean(script):
+    r = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+
+
+def _env(twin) -> dict[str, str]:
+    return {**twin.env, "PCTK_PYTHON": sys.executable, "PCTK_REPO": str(REPO)}
+
+
+def _sbatch(twin, *argv: str) -> str:
+    r = subprocess.run(["sbatch", "--parsable", *argv], capture_output=True, text=True,
+                       env=_env(twin), cwd=REPO, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().split(";")[0]
+
+
+@pytest.mark.twin
+def test_fsdp_sbatch_runs_on_cpu_nodes(twin, tmp_path):
+    job = _sbatch(twin, "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=0",
+                  "--partition=cpu", f"--output={tmp_path}/fsdp-%j.out",
+                  f"--export=ALL,PCTK_RUN_DIR={tmp_path}/run",
+                  str(REPO / "sbatch" / "fsdp.sbatch"),
+                  "--model", "tiny", "--steps", "4", "--seq-len", "32", "--batch-size", "2",
+                  "--ckpt-every", "2", "--device", "cpu")
+    assert twin.wait(job, timeout=300) == "COMPLETED", (tmp_path / f"fsdp-{job}.out").read_text()
+    rec = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert rec["kind"] == "fsdp" and rec["params"]["world_size"] == 2
+    assert (tmp_path / "run" / "ckpt").is_dir()
+
+
+@pytest.mark.twin
+def test_collectives_sbatch_runs_on_cpu_nodes(twin, tmp_path):
+    out = tmp_path / "coll.json"
+    job = _sbatch(twin, "--nodes=2", "--partition=cpu", f"--output={tmp_path}/c-%j.out",
+                  str(REPO / "sbatch" / "collectives.sbatch"),
+                  "--ops", "all_reduce,broadcast", "--min-bytes", "1K", "--max-bytes", "64K",
+                  "--iters", "3", "--warmup", "1", "--out", str(out))
+    assert twin.wait(job, timeout=300) == "COMPLETED", (tmp_path / f"c-{job}.out").read_text()
+    rec = json.loads(out.read_text())
+    assert rec["kind"] == "collectives"
+
+
+@pytest.mark.twin
+def test_health_sweep_sbatch_runs_on_every_node(twin, tmp_path):
+    (tmp_path / "fsx").mkdir()
+    job = _sbatch(twin, "--nodes=2", "--partition=cpu", f"--output={tmp_path}/h-%j.out",
+                  f"--export=ALL,PYTHONPATH={REPO}",
+                  str(REPO / "sbatch" / "health-sweep.sbatch"), "--level", "quick",
+                  "--mount", str(tmp_path / "fsx"), "--out-dir", str(tmp_path / "reports"))
+    assert twin.wait(job, timeout=300) in ("COMPLETED", "FAILED")
+    reports = sorted(p.stem for p in (tmp_path / "reports").glob("*.json"))
+    assert reports == ["cpu-dy-c5-1", "cpu-dy-c5-2"]
