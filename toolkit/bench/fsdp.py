@@ -11,8 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ import typer
 from benchmarks.fsdp.config import PRESETS
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.submit import slurm
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHERS = ("srun", "torchrun")
@@ -134,24 +133,13 @@ def render_sbatch(job: FsdpJob) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run(argv: list[str], what: str) -> str:
-    if shutil.which(argv[0]) is None:
-        raise PctkError(f"{argv[0]} not found", "run on a Slurm login node, or `pctk local up`")
-    r = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise PctkError(f"{what} failed ({' '.join(argv)}): {r.stderr.strip() or r.stdout}")
-    return r.stdout
-
-
 def submit(script: Path) -> str:
-    out = _run(["sbatch", "--parsable", str(script)], "sbatch")
-    return out.strip().split(";")[0]
+    return slurm.sbatch([str(script)])
 
 
 def job_state(job_id: str) -> str:
-    out = _run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], "sacct")
-    states = [line.split()[0] for line in out.splitlines() if line.strip()]
-    return states[-1] if states else "PENDING"  # not yet in the accounting database
+    # None: not in the accounting database yet, or (without accounting) already purged
+    return slurm.job_state(job_id) or "PENDING"
 
 
 def wait(job_id: str, timeout: float | None, poll: float = 5.0, quiet: bool = False) -> str:

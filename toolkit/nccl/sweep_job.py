@@ -70,20 +70,10 @@ def sweep_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def submit(cmd: list[str], env: dict[str, str]) -> str:
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
-                             timeout=60)
-    except FileNotFoundError:
-        raise PctkError("sbatch not found on PATH",
-                        "run on a Slurm login node, or start the twin (pctk local up)") from None
-    if res.returncode != 0:
-        msg = (res.stderr or res.stdout).strip().splitlines()
-        raise PctkError(f"sbatch failed: {msg[-1] if msg else res.returncode}",
-                        "check --partition/--nodes against `sinfo`")
-    job_id = res.stdout.strip().split(";")[0]
-    if not job_id.isdigit():
-        raise PctkError(f"sbatch printed no job id: {res.stdout.strip()!r}", None)
-    return job_id
+    """Submit ``sbatch_command``'s argument list; returns the job id."""
+    from toolkit.submit import slurm
+
+    return slurm.sbatch([a for a in cmd[1:] if a != "--parsable"], env=env)
 
 
 def job_state(job_id: str, run: Runner = _run) -> str | None:
