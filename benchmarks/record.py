@@ -26,7 +26,9 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import socket
+import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -45,13 +47,49 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.(?:\d*x?large|metal(?:-\d+xl)?)$")
+
+
+def _scontrol(*args: str) -> str:
+    try:
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True,
+                              timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _cluster_name() -> str | None:
+    if name := os.environ.get("SLURM_CLUSTER_NAME"):
+        return name
+    for line in _scontrol("show", "config").splitlines():
+        if line.startswith("ClusterName"):
+            return line.split("=", 1)[1].strip() or None
+    return None
+
+
+def _instance_type() -> str | None:
+    """``PCTK_INSTANCE_TYPE``, else the instance type among this node's Slurm features
+    (ParallelCluster, and the twin, list it there: ``static,p5.48xlarge,p5,efa,gpu``)."""
+    if itype := os.environ.get("PCTK_INSTANCE_TYPE"):
+        return itype
+    node = os.environ.get("SLURMD_NODENAME")
+    if not node:
+        return None
+    for token in _scontrol("show", "node", node, "-o").split():
+        if token.startswith("AvailableFeatures="):
+            for feature in token.split("=", 1)[1].split(","):
+                if _INSTANCE_TYPE.match(feature):
+                    return feature
+    return None
+
+
 def cluster_from_env() -> dict[str, Any]:
     """What the Slurm environment says about where this runs (empty fields outside Slurm)."""
     env = os.environ
     nodes = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
     return {
-        "name": env.get("SLURM_CLUSTER_NAME"),
-        "instance_type": env.get("PCTK_INSTANCE_TYPE"),
+        "name": _cluster_name(),
+        "instance_type": _instance_type(),
         "nodes": int(nodes) if nodes and nodes.isdigit() else None,
         "hosts": [],
         "partition": env.get("SLURM_JOB_PARTITION"),

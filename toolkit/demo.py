@@ -64,7 +64,8 @@ def demo_command(
         ok=(0, 1))
     step(f"4. FSDP2 training, tiny Llama, {workers} ranks on {workers} nodes", [
         "bench", "fsdp", "--nodes", workers, "--model", "tiny", "--steps", "20",
-        "--partition", "cpu", "--tasks-per-node", "1", "--ckpt-every", "10",
+        "--partition", "cpu", "--tasks-per-node", "1", "--gpus-per-node", "0",
+        "--ckpt-every", "10",
         "--run-dir", str(out / "fsdp")])
     records = [p for p in (out / "health" / "record.json", out / "collectives" / "record.json",
                            out / "fsdp" / "record.json") if p.exists()]

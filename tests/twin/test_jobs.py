@@ -125,3 +125,12 @@ def _repo() -> str:
     from pathlib import Path
 
     return str(Path(__file__).resolve().parents[2])
+
+
+def test_result_records_know_cluster_and_instance_type_from_slurm(twin):
+    code = "from benchmarks.record import cluster_from_env as c; d = c(); " \
+           "print(d['name'], d['instance_type'], d['partition'])"
+    script = f"cd {_repo()}\nsrun {sys.executable} -c {_sq(code)}\n"
+    state, out = twin.run(script, "--nodes=1", "--partition=gpu")
+    assert state == "COMPLETED"
+    assert out.split() == ["p5_training", "p5.48xlarge", "gpu"]
