@@ -76,38 +76,7 @@ def read_text(path: str | Path) -> str:
 
 def load_yaml_text(text: str, name: str = "<string>") -> Any:
     """Parse YAML safely; raise PctkError naming ``name:line:column`` on any problem."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        raise YamlSyntaxError(
-            f"{where}: YAML syntax error: {exc.problem or exc.context}",
-            "fix the YAML at that line (indentation, quotes, a missing ':')",
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-            problem=f"YAML syntax error: {exc.problem or exc.context}",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise PctkError(f"{name}: YAML error: {exc}") from None
-    if node is None:
-        return None
-    if _depth(node, MAX_DEPTH) > MAX_DEPTH:
-        raise PctkError(
-            f"{name}: YAML nested deeper than {MAX_DEPTH} levels or expanding to more than "
-            f"{MAX_NODES} nodes; refused"
-        )
-    try:
-        return yaml.load(text, Loader=yaml.SafeLoader)
-    except yaml.constructor.ConstructorError as exc:
-        mark = exc.problem_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        raise PctkError(
-            f"{where}: unsupported YAML tag ({exc.problem})",
-            "ParallelCluster configs are plain YAML; remove the tag",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise PctkError(f"{name}: YAML error: {exc}") from None
+    return compose_yaml_text(text, name)[0]
 
 
 def load_yaml(path: str | Path) -> Any:
@@ -117,7 +86,7 @@ def load_yaml(path: str | Path) -> Any:
 def compose_yaml_text(text: str, name: str = "<string>") -> tuple[Any, yaml.Node | None]:
     """Parse YAML safely and return ``(data, root node)``; the node feeds a line map.
 
-    Same refusals as :func:`load_yaml_text` (tags, depth); errors are :class:`YamlSyntaxError`.
+    Refuses YAML tags, deep nesting and alias bombs; errors are :class:`YamlSyntaxError`.
     """
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
