@@ -140,3 +140,15 @@ def test_fn_runs_a_module_function(twin, jobs_home, tmp_path, monkeypatch):
                        text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "HI@cpu"
+
+
+def test_logs_follow_prints_until_the_job_ends(twin, jobs_home):
+    code, stdout, err = _pctk("submit", "-q", "cpu", "--json", "--",
+                              "bash", "-c", "for i in 1 2 3; do echo line$i; sleep 1; done")
+    assert code == 0, err
+    job_id = json.loads(stdout)["job_ids"][0]
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", "logs", job_id, "--task", "0",
+                        "--follow"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("line")] == \
+        ["line1", "line2", "line3"]

@@ -21,21 +21,10 @@ VarList = Annotated[
 ]
 
 
-class CommandFailed(PctkError):
-    """A command that ran but whose answer is "no" (findings, differences): exit 1 or 2.
-
-    Raised rather than ``typer.Exit`` because the root ``main`` runs click with
-    ``standalone_mode=False``, where click turns ``Exit`` into a return value it drops.
-    """
-
-    def __init__(self, message: str, exit_code: int, hint: str | None = None):
-        super().__init__(message, hint)
-        self.exit_code = exit_code
-
-
 def _finish(code: int, message: str, hint: str | None = None) -> None:
+    """Exit with ``code``: the findings were already printed, so nothing more to say."""
     if code:
-        raise CommandFailed(message, code, hint)
+        raise typer.Exit(code)
 
 
 def _echo_json(obj: Any) -> None:

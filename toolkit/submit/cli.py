@@ -237,6 +237,8 @@ def logs(
                         "logs exist once the job has started; pctk jobs shows its state")
     offsets: dict[Path, int] = {}
     while True:
+        # decide "ended" before reading, so the last lines written are always printed
+        ended = not follow or _job_ended(job_id)
         for p in _log_paths(job_id, task):
             try:
                 with open(p, "rb") as fh:
@@ -250,15 +252,17 @@ def logs(
                     print(f"==> {p} <==")
                 sys.stdout.write(chunk.decode(errors="replace"))
                 sys.stdout.flush()
-        if not follow:
-            return
-        st = _run(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
-        if st.returncode != 0 or not st.stdout.strip():
+        if ended:
             return
         try:
             time.sleep(1)
         except KeyboardInterrupt:
             return
+
+
+def _job_ended(job_id: str) -> bool:
+    st = _run(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
+    return st.returncode != 0 or not st.stdout.strip()
 
 
 def cancel(
