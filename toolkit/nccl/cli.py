@@ -82,7 +82,7 @@ def parse(
     collective: str = Collective,
     nranks: int = typer.Option(None, "--nranks", help="Rank count when the log lacks it."),
     instance_type: str = InstanceType,
-    nodes: int = typer.Option(None, "--nodes", help="Node count [default: hosts in the log]."),
+    nodes: int = typer.Option(None, "--nodes", help="Node count (default: hosts in the log)."),
     out: Path = RecordOut,
     csv_path: Path = CsvOut,
     plot_path: Path = PlotOut,
@@ -158,7 +158,7 @@ def run(
             if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
                 rows += 1
                 console.print(f"  {_name}: {rows} sizes done", end="\r")
-        console.print(f"[bold]{name}[/]: {' '.join(cmd)}", markup=False, highlight=False)
+        console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
         outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout, on_line=progress)
         console.print("")
         try:
