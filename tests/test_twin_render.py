@@ -83,3 +83,38 @@ def test_every_preset_can_be_mirrored(preset):
         assert f"PartitionName={q.name} " in conf
     for n in plan.nodes:
         assert n.name.startswith(f"{n.partition}-st-") or n.name.startswith(f"{n.partition}-dy-")
+
+
+def _custom_config(tmp_path, settings: str) -> Path:
+    cfg = tmp_path / "custom.yaml"
+    cfg.write_text(
+        "Scheduling:\n"
+        "  Scheduler: slurm\n"
+        "  SlurmSettings:\n"
+        f"    CustomSlurmSettings:\n{settings}"
+        "  SlurmQueues:\n"
+        "    - Name: compute\n"
+        "      ComputeResources:\n"
+        "        - {Name: c5, InstanceType: c5.4xlarge, MinCount: 0, MaxCount: 2}\n"
+    )
+    return cfg
+
+
+def test_custom_slurm_settings_are_mirrored_except_what_the_twin_manages(tmp_path):
+    cfg = _custom_config(tmp_path, "      - MaxArraySize: 10\n      - SlurmctldPort: 1\n"
+                                   "      - AuthInfo: socket=/x\n")
+    plan = build_plan(load_topology(cfg), Path("/var/lib/pctk/twin"), FIXED["ports"],
+                      hostname="h", host=(2, 4096), user="slurm")
+    conf = render_slurm_conf(plan)
+    assert "\nMaxArraySize=10\n" in conf
+    assert "SlurmctldPort=1\n" not in conf and "AuthInfo=socket=/x" not in conf
+    assert sum("managed by the twin" in n for n in plan.notes) == 2
+
+
+@pytest.mark.parametrize("bad", ["      - MaxArraySize: \"10\\nSlurmUser=evil\"\n",
+                                 "      - {Bad Key: 1}\n", "      - MaxArraySize: [1, 2]\n"])
+def test_custom_slurm_settings_cannot_inject_lines(tmp_path, bad):
+    from toolkit.errors import PctkError
+
+    with pytest.raises(PctkError, match="CustomSlurmSettings"):
+        load_topology(_custom_config(tmp_path, bad))

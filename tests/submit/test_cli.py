@@ -60,18 +60,6 @@ def test_multi_node_command_runs_srun_across_nodes_with_master_addr(twin, jobs_h
     assert "2 cpu-dy-c5-3 cpu-dy-c5-1" in rc.stdout
 
 
-def test_array_longer_than_max_array_size_covers_every_index(twin, jobs_home, monkeypatch):
-    from toolkit.submit import executor
-
-    monkeypatch.setattr(executor, "max_array_size", lambda: 8)
-    out_dir = jobs_home / "seen"
-    out_dir.mkdir(parents=True)
-    code = main(["submit", "-q", "cpu", "--array", "0-19", "--wait", "--json", "--",
-                 "bash", "-c", f'touch {out_dir}/"$PCTK_ARRAY_TASK_ID"'])
-    assert code == 0
-    assert sorted(int(p.name) for p in out_dir.iterdir()) == list(range(20))
-
-
 def test_failed_task_makes_wait_exit_1(twin, jobs_home, capsys):
     code = main(["submit", "-q", "cpu", "--array", "0-2", "--wait", "--",
                  "bash", "-c", 'exit $(( SLURM_ARRAY_TASK_ID == 1 ))'])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import pytest
@@ -10,7 +9,6 @@ import submitit
 
 from toolkit.errors import PctkError
 from toolkit.submit import ClusterExecutor, distributed_executor, submit_distributed
-from toolkit.submit import executor as executor_mod
 
 pytestmark = pytest.mark.twin
 
@@ -93,32 +91,6 @@ def test_distributed_function_runs_on_every_rank_of_four_nodes(twin, tmp_path):
 def test_gpu_queue_runs_one_task_per_gpu(twin, tmp_path):
     ex = distributed_executor(tmp_path, queue="gpu", nodes=1, timeout_min=5)
     assert ex.parameters["ntasks_per_node"] == 8 and ex.parameters["gpus_per_node"] == 8
-
-
-def test_array_longer_than_max_array_size_is_split(twin, tmp_path, monkeypatch):
-    # the twin keeps Slurm's MaxArraySize=1001; a cluster with 10 is simulated by the limit
-    monkeypatch.setattr(executor_mod, "max_array_size", lambda: 10)
-    ex = ClusterExecutor(tmp_path, queue="cpu", timeout_min=5, array_parallelism=4)
-    jobs = ex.map_array(pow, range(23), [2] * 23)
-    assert len(jobs) == 23
-    arrays = {j.job_id.split("_")[0] for j in jobs}
-    assert len(arrays) == 3
-    assert sorted(int(j.job_id.split("_")[1]) for j in jobs) == sorted(
-        list(range(10)) + list(range(10)) + list(range(3)))
-    assert [j.result() for j in jobs] == [i * i for i in range(23)]
-    # the concurrency limit holds across chunks: each array waits for the one before
-    deps = twin.cmd("sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j",
-                    ",".join(sorted(arrays, key=int))).stdout.splitlines()
-    ends = {}
-    starts = {}
-    for line in deps:
-        jid, start, end = line.split("|")
-        main = jid.split("_")[0]
-        starts.setdefault(main, []).append(start)
-        ends.setdefault(main, []).append(end)
-    ordered = sorted(arrays, key=int)
-    for a, b in itertools.pairwise(ordered):
-        assert min(starts[b]) >= max(ends[a])
 
 
 def test_dependency_afterok_waits_for_the_first_job(twin, tmp_path):

@@ -47,6 +47,8 @@ class ClusterTopology:
     queues: tuple[Queue, ...]
     accounting: bool
     region: str | None = None
+    # Scheduling/SlurmSettings/CustomSlurmSettings: cluster-level slurm.conf lines
+    custom_slurm_settings: tuple[tuple[str, str], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def queue(self, name: str) -> Queue:
@@ -124,8 +126,35 @@ def topology_from_dict(data: Any, source: str, name: str | None = None) -> Clust
         queues=tuple(queues),
         accounting=accounting,
         region=region,
+        custom_slurm_settings=_custom_settings(slurm_settings, source),
         extra={"raw": data},
     )
+
+
+_SETTING_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+def _custom_settings(slurm_settings: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """``CustomSlurmSettings: [{MaxArraySize: 2001}, ...]`` as (key, value) pairs, checked so
+    that nothing but one ``Key=Value`` line can come out of each entry."""
+    raw = slurm_settings.get("CustomSlurmSettings") if isinstance(slurm_settings, dict) else None
+    if raw is None:
+        return ()
+    where = f"{source}: Scheduling.SlurmSettings.CustomSlurmSettings"
+    if not isinstance(raw, list):
+        raise PctkError(f"{where}: expected a list of single-key mappings")
+    out: list[tuple[str, str]] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise PctkError(f"{where}[{i}]: expected a mapping like {{MaxArraySize: 2001}}")
+        for key, value in entry.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if not isinstance(key, str) or not _SETTING_KEY.match(key):
+                raise PctkError(f"{where}[{i}]: {key!r} is not a slurm.conf parameter name")
+            if isinstance(value, (dict, list)) or "\n" in text or "\r" in text or not text:
+                raise PctkError(f"{where}[{i}].{key}: the value must be one non-empty line")
+            out.append((key, text))
+    return tuple(out)
 
 
 def load_topology(path: str | Path) -> ClusterTopology:

@@ -17,6 +17,15 @@ from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 
 DEFAULT_NODES_PER_RESOURCE = 4
+# slurm.conf parameters the twin must set itself (hosts, ports, paths, users, plugins that
+# let many slurmd share one machine); a config's CustomSlurmSettings for them are not applied
+TWIN_MANAGED = frozenset(k.lower() for k in (
+    "ClusterName", "SlurmctldHost", "ControlMachine", "SlurmctldPort", "SlurmdPort",
+    "SlurmUser", "SlurmdUser", "StateSaveLocation", "ProctrackType", "TaskPlugin",
+    "SlurmdParameters", "GresTypes", "JobCompType", "MpiDefault",
+))
+TWIN_MANAGED_PREFIXES = ("auth", "cred", "accountingstorage", "slurmctldpid", "slurmctldlog",
+                         "slurmdpid", "slurmdlog", "slurmdspool", "cgroup")
 MAX_TWIN_NODES = 64
 
 
@@ -60,6 +69,7 @@ class TwinPlan:
     accounting: bool
     user: str
     notes: tuple[str, ...] = field(default=())
+    custom_settings: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def etc(self) -> Path:
@@ -181,6 +191,12 @@ def build_plan(
         )
         for i, (n, part, itype, crname, static, cpus, gres, gpus, feats) in enumerate(specs)
     )
+    custom: list[tuple[str, str]] = []
+    for key, value in topo.custom_slurm_settings:
+        if key.lower() in TWIN_MANAGED or key.lower().startswith(TWIN_MANAGED_PREFIXES):
+            notes.append(f"CustomSlurmSettings {key} is managed by the twin; not applied")
+        else:
+            custom.append((key, value))
     return TwinPlan(
         cluster_name=slurm_cluster_name(topo.name),
         config_path=topo.source,
@@ -192,6 +208,7 @@ def build_plan(
         accounting=accounting,
         user=user or _current_user(),
         notes=tuple(notes),
+        custom_settings=tuple(custom),
     )
 
 

@@ -70,6 +70,10 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         ]
     else:
         lines.append("AccountingStorageType=accounting_storage/none")
+    if plan.custom_settings:
+        lines.append("")
+        lines.append("# Scheduling/SlurmSettings/CustomSlurmSettings of the cluster config")
+        lines += [f"{k}={v}" for k, v in plan.custom_settings]
     lines.append("")
     lines.append("# Nodes: one slurmd each on 127.0.0.1, each on its own port")
     for n in plan.nodes:
