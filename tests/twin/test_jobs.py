@@ -141,3 +141,9 @@ def test_result_records_know_cluster_and_instance_type_from_slurm(twin):
     state, out = twin.run(script, "--nodes=1", "--partition=gpu")
     assert state == "COMPLETED"
     assert out.split() == ["p5_training", "p5.48xlarge", "gpu"]
+
+
+def test_up_again_with_default_nodes_is_a_no_op(twin):
+    before = {d["pid"] for d in twin.twin.status().daemons}
+    again = twin.twin.up("p5-training")  # the session twin was started with nodes=4
+    assert {d["pid"] for d in again.daemons} == before

@@ -28,7 +28,14 @@ from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
 from toolkit.local import procs
-from toolkit.local.plan import Ports, TwinPlan, build_plan, choose_ports, port_free
+from toolkit.local.plan import (
+    DEFAULT_NODES_PER_RESOURCE,
+    Ports,
+    TwinPlan,
+    build_plan,
+    choose_ports,
+    port_free,
+)
 from toolkit.local.render import (
     render_cgroup_conf,
     render_gres_conf,
@@ -201,6 +208,8 @@ class Twin:
     ) -> TwinStatus:
         cfg = resolve_config(config)
         topo = load_topology(cfg)
+        if nodes is None:
+            nodes = DEFAULT_NODES_PER_RESOURCE  # so `up` and `up --nodes 4` are the same twin
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
         missing = missing_binaries(accounting)
         if missing:
