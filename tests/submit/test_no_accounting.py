@@ -60,7 +60,9 @@ def test_function_result_and_state_without_accounting(plain_twin, tmp_path):
 def test_cancelled_job_is_reported_failed_within_one_poll(plain_twin, tmp_path):
     ex = ClusterExecutor(tmp_path, queue="cpu", timeout_min=5)
     job = ex.submit(time.sleep, 300)
+    deadline = time.monotonic() + 60
     while job.get_info(mode="force").get("State") != "RUNNING":
+        assert time.monotonic() < deadline, job.get_info(mode="force")
         time.sleep(0.3)
     subprocess.run(["scancel", job.job_id], check=True)
     t0 = time.monotonic()
@@ -102,3 +104,16 @@ def test_plain_submitit_would_warn_on_every_poll(plain_twin):
     r = subprocess.run(["sacct", "-o", "JobID,State", "--parsable2", "-j", "1"],
                        capture_output=True, text=True, env=os.environ)
     assert r.returncode != 0 and "accounting" in r.stderr.lower()
+
+
+def test_each_cluster_has_its_own_watcher(plain_twin, twin, tmp_path, monkeypatch):
+    # job ids repeat across clusters: the twin with accounting and this one both count from 1
+    monkeypatch.setenv("SLURM_CONF", twin.env["SLURM_CONF"])
+    a = ClusterExecutor(tmp_path / "a", queue="cpu", timeout_min=5).submit(abs, -3)
+    monkeypatch.setenv("SLURM_CONF", str(plain_twin.slurm_conf))
+    b = ClusterExecutor(tmp_path / "b", queue="cpu", timeout_min=5).submit(abs, -4)
+    assert a.watcher is not b.watcher
+    assert a.watcher.slurm_conf == twin.env["SLURM_CONF"]
+    assert b.watcher.slurm_conf == str(plain_twin.slurm_conf)
+    assert (a.result(), b.result()) == (3, 4)
+    assert a.watcher.commands[-1][0] == "sacct" and b.watcher.commands[-1][0] == "squeue"

@@ -6,6 +6,10 @@ job that died without writing a result is waited for forever. This watcher decid
 cluster whether sacct works; if not it asks ``squeue --states=all`` (which still lists jobs
 that ended in the last ``MinJobAge`` seconds), and a job that no command knows any more is
 reported ``GONE`` - done - so submitit raises instead of waiting.
+
+Job ids are only unique within one cluster, so there is one watcher per cluster (per
+``SLURM_CONF``), and each job remembers the cluster it was submitted to: a notebook that talks
+to the twin and to a real cluster never mixes their job 42s.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import subprocess
 import time
 import typing as tp
+from pathlib import Path
 
 from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
@@ -21,13 +26,22 @@ GONE = "GONE"
 _ACCOUNTING: dict[str, bool] = {}
 
 
-def accounting_available() -> bool:
-    """Whether sacct answers on the cluster SLURM_CONF points at (cached per SLURM_CONF)."""
-    key = os.environ.get("SLURM_CONF", "")
+def _env_for(slurm_conf: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if slurm_conf:
+        env["SLURM_CONF"] = slurm_conf
+    else:
+        env.pop("SLURM_CONF", None)
+    return env
+
+
+def accounting_available(slurm_conf: str | None = None) -> bool:
+    """Whether sacct answers on a cluster (default: the one SLURM_CONF points at); cached."""
+    key = os.environ.get("SLURM_CONF", "") if slurm_conf is None else slurm_conf
     if key not in _ACCOUNTING:
         try:
             r = subprocess.run(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=30, env=_env_for(key))
             _ACCOUNTING[key] = r.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             _ACCOUNTING[key] = False
@@ -37,8 +51,9 @@ def accounting_available() -> bool:
 class PctkWatcher(SlurmInfoWatcher):
     """sacct when it works, else one squeue call; jobs nobody knows are GONE."""
 
-    def __init__(self, delay_s: int = 10) -> None:
+    def __init__(self, delay_s: int = 10, slurm_conf: str | None = None) -> None:
         super().__init__(delay_s=delay_s)
+        self.slurm_conf = os.environ.get("SLURM_CONF", "") if slurm_conf is None else slurm_conf
         self.commands: list[list[str]] = []  # every command run, for tests and --verbose
 
     def _pending(self) -> set[str]:
@@ -48,7 +63,7 @@ class PctkWatcher(SlurmInfoWatcher):
         ids = self._pending()
         if not ids:
             return None
-        if accounting_available():
+        if accounting_available(self.slurm_conf):
             cmd = super()._make_command()
         else:
             cmd = ["squeue", "--states=all", "-h", "-o", "%i|%T|%N", "-j", ",".join(sorted(ids))]
@@ -62,7 +77,8 @@ class PctkWatcher(SlurmInfoWatcher):
             return
         self._num_calls += 1
         try:
-            r = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            r = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                               env=_env_for(self.slurm_conf))
         except (OSError, subprocess.TimeoutExpired) as exc:
             r = subprocess.CompletedProcess(command, 1, "", str(exc))
         if command[0] == "squeue":
@@ -92,7 +108,20 @@ _NO_RESULT = ("CANCELLED", "NODE_FAIL", GONE, "TIMEOUT", "OUT_OF_MEMORY", "BOOT_
 
 
 class PctkSlurmJob(SlurmJob[tp.Any]):
-    watcher = PctkWatcher(delay_s=10)
+    _watchers: tp.ClassVar[dict[str, PctkWatcher]] = {}
+
+    def __init__(self, folder: str | Path, job_id: str,
+                 tasks: tp.Sequence[int] = (0,)) -> None:
+        self._slurm_conf = os.environ.get("SLURM_CONF", "")  # before the base registers it
+        super().__init__(folder, job_id, tasks)
+
+    @property
+    def watcher(self) -> PctkWatcher:  # type: ignore[override]
+        """The watcher of the cluster this job was submitted to (one per cluster)."""
+        key = getattr(self, "_slurm_conf", os.environ.get("SLURM_CONF", ""))
+        if key not in PctkSlurmJob._watchers:
+            PctkSlurmJob._watchers[key] = PctkWatcher(delay_s=10, slurm_conf=key)
+        return PctkSlurmJob._watchers[key]
 
     def _get_outcome_and_result(self) -> tuple[str, tp.Any]:
         # submitit waits 15 s for a result file a slow shared filesystem may not show yet;
