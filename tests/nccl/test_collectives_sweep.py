@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -88,29 +87,14 @@ def test_sbatch_command_runs_the_repo_script_with_arguments(tmp_path: Path) -> N
     assert cmd[cmd.index("--max-bytes") + 1] == "1M"
 
 
-def _fake(responses: list[tuple[str, int, str]]):  # (command, rc, stdout) in call order
-    calls: list[list[str]] = []
-
-    def run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        calls.append(list(cmd))
-        name, rc, out = responses.pop(0)
-        assert cmd[0] == name
-        return subprocess.CompletedProcess(list(cmd), rc, out, "")
-    return run, calls
-
-
-def test_wait_polls_sacct_then_falls_back_to_squeue() -> None:
-    run, calls = _fake([("sacct", 0, "PENDING\n"), ("sacct", 0, "RUNNING\n"),
-                        ("sacct", 0, "COMPLETED\n")])
+@pytest.mark.twin
+def test_wait_follows_a_real_job_to_its_end(twin) -> None:
+    job_id, _ = twin.sbatch("sleep 2", "--partition=cpu")
     seen: list[str] = []
-    assert wait_for_job("7", timeout=60, run=run, sleep=lambda s: None,
-                        on_state=seen.append) == "COMPLETED"
-    assert seen == ["PENDING", "RUNNING", "COMPLETED"]
-    assert calls[0] == ["sacct", "-j", "7", "-X", "-n", "-P", "-o", "State"]
-    # accounting disabled: sacct errors, squeue answers until the job leaves the queue
-    run, _ = _fake([("sacct", 1, ""), ("squeue", 0, "RUNNING\n"), ("sacct", 1, ""),
-                    ("squeue", 0, "")])
-    assert wait_for_job("8", timeout=60, run=run, sleep=lambda s: None) == "GONE"
+    assert wait_for_job(job_id, timeout=60, poll=0.5, on_state=seen.append) == "COMPLETED"
+    assert seen[-1] == "COMPLETED" and len(seen) >= 2  # it saw the job before it ended
+    job_id, _ = twin.sbatch("exit 3", "--partition=cpu")
+    assert wait_for_job(job_id, timeout=60, poll=0.5) == "FAILED"
 
 
 def test_collectives_command_judges_an_existing_record(tmp_path: Path) -> None:

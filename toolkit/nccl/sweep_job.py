@@ -1,16 +1,16 @@
 """Submit the torch.distributed sweep through Slurm, wait for it, judge its record.
 
-Until toolkit.submit exists this is a plain ``sbatch`` of ``sbatch/collectives.sbatch``
-followed by ``sacct`` polling (``squeue`` when accounting is off, where sacct only errors).
+A plain ``sbatch`` of ``sbatch/collectives.sbatch`` (the script a researcher can also submit
+by hand), then one state query per poll through :mod:`toolkit.submit.slurm` (sacct, or
+``squeue --states=all`` on clusters without accounting).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,13 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "sbatch" / "collectives.sbatch"
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
             "PREEMPTED", "BOOT_FAIL", "DEADLINE")
-
-Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
-
-
-def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=60)
-
 
 @dataclass
 class SweepJob:
@@ -76,31 +69,16 @@ def submit(cmd: list[str], env: dict[str, str]) -> str:
     return slurm.sbatch([a for a in cmd[1:] if a != "--parsable"], env=env)
 
 
-def job_state(job_id: str, run: Runner = _run) -> str | None:
-    """Slurm's state for the job (``COMPLETED``, ``RUNNING``...), None if nobody knows."""
-    try:
-        res = run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"])
-        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
-        if res.returncode == 0 and lines:
-            return lines[0].split()[0]
-        res = run(["squeue", "-h", "-j", job_id, "-o", "%T"])
-        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
-        if res.returncode == 0 and lines:
-            return lines[0]
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return None
-
-
-def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0, run: Runner = _run,
-                 sleep: Callable[[float], None] = time.sleep,
+def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0,
                  on_state: Callable[[str], None] | None = None) -> str:
-    """Poll until a terminal state; 'GONE' when the job left the queue without accounting."""
+    """Poll until a terminal state; 'GONE' when Slurm forgot a job it had shown."""
+    from toolkit.submit.slurm import job_state
+
     deadline = time.monotonic() + timeout
     seen = False
     last = ""
     while True:
-        state = job_state(job_id, run)
+        state = job_state(job_id)
         if state is None and seen:
             return "GONE"
         if state:
@@ -113,4 +91,4 @@ def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0, run: Runner 
         if time.monotonic() > deadline:
             raise PctkError(f"job {job_id} still {last or 'unknown'} after {timeout:g} s",
                             f"wait longer (--timeout) or check `squeue -j {job_id}`")
-        sleep(poll)
+        time.sleep(poll)
