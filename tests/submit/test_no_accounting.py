@@ -119,10 +119,10 @@ def test_each_cluster_has_its_own_watcher(plain_twin, twin, tmp_path, monkeypatc
     assert a.watcher.commands[-1][0] == "sacct" and b.watcher.commands[-1][0] == "squeue"
 
 
-def test_job_state_helper_uses_squeue_without_accounting(plain_twin):
+def test_job_state_helper_uses_squeue_without_accounting(plain_twin, tmp_path):
     from toolkit.submit import slurm
 
-    job_id = slurm.sbatch(["--partition=cpu", "--wrap=exit 4"])
+    job_id = slurm.sbatch(["--partition=cpu", f"--output={tmp_path}/%j.out", "--wrap=exit 4"])
     deadline = time.monotonic() + 60
     while slurm.job_state(job_id) not in ("FAILED", "COMPLETED") and time.monotonic() < deadline:
         time.sleep(0.5)
