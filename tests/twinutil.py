@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.local.twin import Twin
-
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-            "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+from toolkit.submit.slurm import TERMINAL
 
 
 @dataclass

@@ -26,8 +26,6 @@ from toolkit.submit import slurm
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHERS = ("srun", "torchrun")
-RUNNING = ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING",
-           "COMPLETING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
 RDZV_PORT = 29500
 # long sequences only for the real Llama shapes; the small ones are for CPUs and the twin
 DEFAULT_SEQ_LEN = {"tiny": 64, "small": 256}
@@ -137,27 +135,15 @@ def submit(script: Path) -> str:
     return slurm.sbatch([str(script)])
 
 
-def job_state(job_id: str) -> str:
-    # None: not in the accounting database yet, or (without accounting) already purged
-    return slurm.job_state(job_id) or "PENDING"
-
-
 def wait(job_id: str, timeout: float | None, poll: float = 5.0, quiet: bool = False) -> str:
     from rich.console import Console
 
     console = Console(stderr=True, quiet=quiet)
     start = time.monotonic()
-    state = "PENDING"
-    with console.status(f"job {job_id}: {state}") as status:
-        while True:
-            state = job_state(job_id)
-            status.update(f"job {job_id}: {state} ({time.monotonic() - start:.0f}s)")
-            if not state.startswith(RUNNING):
-                return state
-            if timeout is not None and time.monotonic() - start > timeout:
-                raise PctkError(f"job {job_id} still {state} after {timeout:.0f}s",
-                                f"it keeps running; check `sacct -j {job_id}` later")
-            time.sleep(poll)
+    with console.status(f"job {job_id}: submitted") as status:
+        return slurm.wait_job(job_id, timeout=timeout, poll=poll, on_state=lambda state:
+                              status.update(f"job {job_id}: {state} "
+                                            f"({time.monotonic() - start:.0f}s)"))
 
 
 def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:

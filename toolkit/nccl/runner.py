@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.errors import PctkError
+from toolkit.submit.efa import efa_env
 
 BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
             "reduce_scatter": "reduce_scatter_perf", "alltoall": "alltoall_perf",
@@ -27,19 +28,9 @@ DEFAULT_DIRS = ("/opt/nccl-tests/build", "~/nccl-tests/build", "./nccl-tests/bui
 BUILD_HINT = ("build it on the cluster with `sbatch sbatch/nccl-tests-build.sbatch`, then pass "
               "--nccl-tests-dir <dir>/build or set NCCL_TESTS_DIR")
 
-# Why each variable is set (values follow the aws-ofi-nccl / awsome-distributed-training docs):
-EFA_ENV = {
-    # make libfabric use EFA; otherwise it may pick tcp/sockets and still "work", slowly
-    "FI_PROVIDER": "efa",
-    # huge pages in the EFA provider break when the process forks (Python, MPI helpers)
-    "FI_EFA_USE_HUGE_PAGE": "0",
-    # NCCL prints 'Using network ...' and the OFI provider only at INFO: the verdict needs them
-    "NCCL_DEBUG": "INFO",
-    # INIT carries the transport choice, NET the plugin/provider lines; the rest is noise
-    "NCCL_DEBUG_SUBSYS": "INIT,NET",
-    # FI_EFA_USE_DEVICE_RDMA is left unset: libfabric >= 1.18 with aws-ofi-nccl >= 1.7
-    # enables GPUDirect RDMA on its own where the hardware has it
-}
+# The EFA network variables plus NCCL's INFO lines the verdict reads; each variable's reason
+# is in toolkit/submit/efa.py, the one list every launcher uses
+EFA_ENV = efa_env(True, debug=True, torch=False)
 # Open MPI must not grab EFA itself (NCCL does); TCP over the primary interface suffices
 MPIRUN_FLAGS = ("--mca", "pml", "^cm,ucx", "--mca", "btl", "tcp,self",
                 "--mca", "btl_tcp_if_exclude", "lo,docker0", "--bind-to", "none")

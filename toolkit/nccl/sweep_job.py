@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import PctkError
-
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "sbatch" / "collectives.sbatch"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
-            "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 
 @dataclass
 class SweepJob:
@@ -72,23 +67,6 @@ def submit(cmd: list[str], env: dict[str, str]) -> str:
 def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0,
                  on_state: Callable[[str], None] | None = None) -> str:
     """Poll until a terminal state; 'GONE' when Slurm forgot a job it had shown."""
-    from toolkit.submit.slurm import job_state
+    from toolkit.submit.slurm import wait_job
 
-    deadline = time.monotonic() + timeout
-    seen = False
-    last = ""
-    while True:
-        state = job_state(job_id)
-        if state is None and seen:
-            return "GONE"
-        if state:
-            seen = True
-            if state != last and on_state:
-                on_state(state)
-            last = state
-            if state.startswith(TERMINAL):
-                return state
-        if time.monotonic() > deadline:
-            raise PctkError(f"job {job_id} still {last or 'unknown'} after {timeout:g} s",
-                            f"wait longer (--timeout) or check `squeue -j {job_id}`")
-        time.sleep(poll)
+    return wait_job(job_id, timeout=timeout, poll=poll, on_state=on_state)

@@ -16,6 +16,7 @@ class EnvVar:
     why: str
 
 
+# the network: for every job on an EFA instance, nccl-tests included
 EFA_ENV: tuple[EnvVar, ...] = (
     EnvVar("FI_PROVIDER", "efa",
            "use libfabric's EFA provider; fail loudly instead of silently falling back to TCP"),
@@ -23,6 +24,9 @@ EFA_ENV: tuple[EnvVar, ...] = (
            "huge-page bounce buffers break fork() (data-loader workers); the speed cost is small"),
     EnvVar("NCCL_SOCKET_IFNAME", "^docker,lo,veth",
            "NCCL's bootstrap and socket traffic on the instance's ENI, not loopback or bridges"),
+)
+# for PyTorch jobs
+TORCH_ENV: tuple[EnvVar, ...] = (
     EnvVar("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1",
            "a hung or failed collective aborts the job (so Slurm can requeue it) instead of "
            "blocking until the time limit"),
@@ -31,20 +35,24 @@ EFA_ENV: tuple[EnvVar, ...] = (
 # aws-ofi-nccl >= 1.7 (detected automatically), and NCCL_PROTO/NCCL_ALGO overrides hide
 # regressions that the benchmarks are meant to show.
 
-NCCL_DEBUG_ENV = EnvVar(
-    "NCCL_DEBUG", "INFO",
-    "prints the network path (NET/OFI with the efa provider, or NET/Socket when EFA is not "
-    "used): needed to prove a benchmark ran over EFA",
+# when the network path must be proven (benchmarks, --nccl-debug)
+DEBUG_ENV: tuple[EnvVar, ...] = (
+    EnvVar("NCCL_DEBUG", "INFO",
+           "prints the network path (NET/OFI with the efa provider, or NET/Socket when EFA is "
+           "not used): needed to prove a benchmark ran over EFA"),
+    EnvVar("NCCL_DEBUG_SUBSYS", "INIT,NET",
+           "INIT carries the transport choice, NET the plugin and provider lines; the rest is "
+           "noise"),
 )
 
 
-def efa_env(efa: bool, *, debug: bool = False) -> dict[str, str]:
-    """The variables for a job; empty for instances without EFA (unless debug)."""
-    env = {v.name: v.value for v in EFA_ENV} if efa else {}
-    if debug:
-        env[NCCL_DEBUG_ENV.name] = NCCL_DEBUG_ENV.value
-    return env
+def efa_env(efa: bool, *, debug: bool = False, torch: bool = True) -> dict[str, str]:
+    """The variables for a job: network ones on EFA instances, PyTorch ones unless
+    ``torch=False`` (nccl-tests), NCCL's debug output with ``debug``."""
+    groups = [*(EFA_ENV if efa else ()), *(TORCH_ENV if efa and torch else ()),
+              *(DEBUG_ENV if debug else ())]
+    return {v.name: v.value for v in groups}
 
 
 def describe() -> list[tuple[str, str, str]]:
-    return [(v.name, v.value, v.why) for v in (*EFA_ENV, NCCL_DEBUG_ENV)]
+    return [(v.name, v.value, v.why) for v in (*EFA_ENV, *TORCH_ENV, *DEBUG_ENV)]

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Callable
 
 from toolkit.errors import PctkError
-from toolkit.submit.watcher import accounting_available
+from toolkit.submit.watcher import GONE, accounting_available
+
+# states in which a job has ended (a requeued job shows REQUEUED or PENDING instead)
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+            "PREEMPTED", "BOOT_FAIL", "DEADLINE", GONE)
 
 
 def sbatch(args: list[str], *, env: dict[str, str] | None = None,
@@ -49,3 +55,29 @@ def job_state(job_id: str) -> str | None:
         return None
     states = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
     return states[-1] if r.returncode == 0 and states else None
+
+
+def wait_job(job_id: str, *, timeout: float | None, poll: float = 2.0,
+             on_state: Callable[[str], None] | None = None) -> str:
+    """Poll ``job_state`` until the job ends; ``GONE`` when Slurm forgets a job it had shown.
+
+    ``on_state`` hears every change of state. Past ``timeout`` seconds: a one-line PctkError
+    (the job keeps running).
+    """
+    start = time.monotonic()
+    seen, last = False, ""
+    while True:
+        state = job_state(job_id)
+        if state is None and seen:
+            state = GONE
+        if state:
+            seen = True
+            if state != last and on_state:
+                on_state(state)
+            last = state
+            if state.startswith(TERMINAL):
+                return state
+        if timeout is not None and time.monotonic() - start > timeout:
+            raise PctkError(f"job {job_id} still {last or 'unknown'} after {timeout:g} s",
+                            f"it keeps running; wait longer (--timeout) or `squeue -j {job_id}`")
+        time.sleep(poll)
