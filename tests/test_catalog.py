@@ -20,7 +20,7 @@ REQUIRED_TYPES = [
 ]
 FIGURES = ["vcpus", "memory_gib", "efa_supported", "efa_interfaces", "network_gbps",
            "interconnect", "price_usd_per_hour"]
-ACCELERATOR_FIGURES = ["count", "memory_gib", "peak_bf16_tflops"]
+ACCELERATOR_FIGURES = ["count", "memory_mib", "peak_bf16_tflops"]
 
 
 def test_required_types_present() -> None:
@@ -59,13 +59,15 @@ def test_sources_have_urls_or_citations() -> None:
 @pytest.mark.parametrize(
     ("name", "vcpus", "mem", "model", "count", "acc_mem", "peak", "efa", "gbps", "price"),
     [
-        ("p4d.24xlarge", 96, 1152, "A100-40GB", 8, 40, 312, 4, 400, 21.957642),
-        ("p5.48xlarge", 192, 2048, "H100", 8, 80, 989, 32, 3200, 55.04),
-        ("p5en.48xlarge", 192, 2048, "H200", 8, 141, 989, 16, 3200, 63.296),
-        ("p6-b200.48xlarge", 192, 2048, "B200", 8, 180, 2250, 8, 3200, 113.9328),
-        ("g6e.48xlarge", 192, 1536, "L40S", 8, 48, 362.05, 4, 400, 30.13118),
-        ("trn1n.32xlarge", 128, 512, "Trainium", 16, 32, 190, 16, 1600, 24.78),
-        ("trn2.48xlarge", 192, 2048, "Trainium2", 16, 96, 667, 16, 3200, None),
+        # accelerator MiB: describe-instance-types SizeInMiB [S4e]; Neuron: docs' GiB x 1024
+        ("p4d.24xlarge", 96, 1152, "A100-40GB", 8, 40960, 312, 4, 400, 21.957642),
+        ("p5.48xlarge", 192, 2048, "H100", 8, 81920, 989, 32, 3200, 55.04),
+        ("p5en.48xlarge", 192, 2048, "H200", 8, 144384, 989, 16, 3200, 63.296),
+        ("p6-b200.48xlarge", 192, 2048, "B200", 8, 183359, 2250, 8, 3200, 113.9328),
+        ("g5.48xlarge", 192, 768, "A10G", 8, 22888, 70, 1, 100, 16.288),
+        ("g6e.48xlarge", 192, 1536, "L40S", 8, 45776, 362.05, 4, 400, 30.13118),
+        ("trn1n.32xlarge", 128, 512, "Trainium", 16, 32768, 190, 16, 1600, 24.78),
+        ("trn2.48xlarge", 192, 2048, "Trainium2", 16, 98304, 667, 16, 3200, None),
     ],
 )
 def test_sample_values_match_reference(
@@ -76,7 +78,7 @@ def test_sample_values_match_reference(
     assert (inst.vcpus, inst.memory_gib) == (vcpus, mem)
     assert inst.accelerator is not None
     acc = inst.accelerator
-    got = (acc.model, acc.count, acc.memory_gib, acc.peak_bf16_tflops)
+    got = (acc.model, acc.count, acc.memory_mib, acc.peak_bf16_tflops)
     assert got == (model, count, acc_mem, peak)
     assert (inst.efa_interfaces, inst.network_gbps, inst.price_usd_per_hour) == (efa, gbps, price)
 
@@ -141,3 +143,37 @@ def test_every_expectation_is_sourced() -> None:
         assert e.source in catalog.sources()
         assert catalog.find(e.instance_type) is not None
         assert e.gbps > 0 and e.nodes >= 1
+
+
+def test_p4d_has_no_multi_node_figures_from_the_slow_cluster_report() -> None:
+    for nodes in (2, 3, 4):
+        assert catalog.busbw_expectation("p4d.24xlarge", "all_reduce", nodes) is None
+    one = catalog.busbw_expectation("p4d.24xlarge", "all_reduce", 1)
+    assert one is not None and one.gbps == 230.8
+
+
+@pytest.mark.parametrize("instance", ["p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"])
+def test_single_node_figure_follows_the_algorithm(instance: str) -> None:
+    nvls = catalog.busbw_expectation(instance, "all_reduce", 1, "NVLS")
+    ring = catalog.busbw_expectation(instance, "all_reduce", 1, "ring")
+    assert nvls is not None and nvls.algo == "NVLS" and nvls.gbps >= 475
+    assert ring is not None and ring.algo == "Ring" and ring.gbps == 370.0
+    # a healthy Ring node (~365) is within 90% of the Ring figure, far below the NVLS one
+    assert 365 / ring.gbps > 0.9 and 365 / nvls.gbps < 0.8
+    unknown = catalog.busbw_expectation(instance, "all_reduce", 1)
+    assert unknown is not None and unknown.gbps == ring.gbps
+    assert unknown.basis.startswith("algorithm unknown")
+    assert catalog.busbw_expectation(instance, "all_reduce", 1, "Tree") is None
+
+
+def test_figures_without_an_algorithm_apply_to_any_algorithm() -> None:
+    for algo in (None, "Ring", "NVLSTree"):
+        two = catalog.busbw_expectation("p5.48xlarge", "all_reduce", 2, algo,
+                                        size_bytes=4 * 2**30)
+        assert two is not None and two.gbps == 465.9 and two.algo is None and not two.basis
+
+
+def test_p4de_has_a_single_node_figure_and_p6_b200_none() -> None:
+    p4de = catalog.busbw_expectation("p4de.24xlarge", "all_reduce", 1)
+    assert p4de is not None and p4de.gbps == 232.5 and p4de.source == "S10d"
+    assert catalog.busbw_expectation("p6-b200.48xlarge", "all_reduce", 1) is None

@@ -1,15 +1,15 @@
 """The instance catalog: hardware facts, prices and NCCL expectations, each with its source.
 
 The facts live in ``toolkit/data/instances.yaml`` (data, not code); this module reads them
-once and hands out frozen dataclasses. Units: host memory in GiB, accelerator memory as the
-nominal per-accelerator figure, network in Gbps, peaks in dense bf16 TFLOP/s per
-accelerator, busbw in GB/s.
+once and hands out frozen dataclasses. Units: host memory in GiB, accelerator memory in MiB
+as AWS publishes it per instance type (describe-instance-types ``SizeInMiB``), network in
+Gbps, peaks in dense bf16 TFLOP/s per accelerator, busbw in GB/s.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,13 @@ class Accelerator:
     vendor: str  # "nvidia" | "aws"
     model: str  # "H100", "A100-40GB", ...
     count: int
-    memory_gib: float  # per accelerator, nominal (80 for H100 = 81,920 MiB)
+    memory_mib: int  # per accelerator, as AWS publishes it (A10G 22,888; H100 81,920)
     gres_type: str  # Slurm GRES type, lowercase
     peak_bf16_tflops: float  # dense, per accelerator
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
 
     @property
     def total_memory_gib(self) -> float:
@@ -62,7 +66,11 @@ class InstanceType:
 
 @dataclass(frozen=True)
 class Expectation:
-    """A published busbw figure (GB/s) for one instance type, node count and message size."""
+    """A published busbw figure (GB/s) for one instance type, node count and message size.
+
+    ``algo`` is the NCCL algorithm it was measured with (None: the source does not say);
+    ``basis`` says why :func:`busbw_expectation` chose this figure when that is not obvious.
+    """
 
     instance_type: str
     nodes: int
@@ -71,6 +79,8 @@ class Expectation:
     size_bytes: int | None
     source: str
     note: str = ""
+    algo: str | None = None
+    basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,7 @@ def _accelerator(
         vendor=model["vendor"],
         model=spec["model"],
         count=int(spec["count"]),
-        memory_gib=float(model["memory_gib"]),
+        memory_mib=int(model["memory_mib"]),
         gres_type=model["gres_type"],
         peak_bf16_tflops=float(model["peak_bf16_tflops"]),
     )
@@ -172,30 +182,58 @@ def expectations(instance_type: str | None = None) -> list[Expectation]:
             if instance_type is None or e.instance_type == instance_type]
 
 
+def _same_algo(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and a.lower() == b.lower()
+
+
+def busbw_expectation(
+    instance_type: str,
+    collective: str = "all_reduce",
+    nodes: int = 1,
+    algo: str | None = None,
+    *,
+    size_bytes: int | None = None,
+) -> Expectation | None:
+    """The published busbw to judge a run against, or None if none applies.
+
+    ``algo`` is the NCCL algorithm the run used (``NVLS``, ``Ring``, ...; any case). Figures
+    measured with another algorithm never apply; figures whose source names no algorithm
+    apply to any run. With ``algo=None`` (unknown) the most lenient applicable figure is
+    returned and its ``basis`` says so, so an unknown algorithm never fails a healthy Ring
+    run against an NVLS figure.
+
+    Several message sizes may be published; without ``size_bytes`` the largest is used
+    (busbw keeps rising with size), with it the largest published size not above it, so a
+    run is never judged against a bigger message than it sent.
+    """
+    rows = [e for e in _catalog().expectations
+            if e.instance_type == instance_type and e.nodes == nodes and e.collective == collective]
+    if algo is not None:
+        rows = [e for e in rows if e.algo is None or _same_algo(e.algo, algo)]
+    if size_bytes is not None:
+        rows = [e for e in rows if e.size_bytes is None or e.size_bytes <= size_bytes]
+    if not rows:
+        return None
+    top = max(e.size_bytes or 0 for e in rows)
+    rows = [e for e in rows if (e.size_bytes or 0) == top]
+    if algo is not None:
+        exact = [e for e in rows if _same_algo(e.algo, algo)]
+        return min(exact or rows, key=lambda e: e.gbps)
+    best = min(rows, key=lambda e: e.gbps)
+    algos = sorted({e.algo for e in rows if e.algo})
+    if len(algos) > 1 or (algos and best.algo is not None):
+        figures = ", ".join(f"{e.algo or 'unstated'} {e.gbps:g}" for e in rows)
+        return replace(best, basis=f"algorithm unknown: the most lenient of {figures} GB/s")
+    return best
+
+
 def expected_busbw(
     instance_type: str,
     nodes: int,
     collective: str = "all_reduce",
     *,
     size_bytes: int | None = None,
+    algo: str | None = None,
 ) -> Expectation | None:
-    """The published busbw for this type, node count and collective, or None if none exists.
-
-    Several message sizes may be published; without ``size_bytes`` the largest is returned
-    (busbw keeps rising with size), with it the largest published size not above it, so a
-    run is never judged against a bigger message than it sent.
-    """
-    rows = [e for e in _catalog().expectations
-            if e.instance_type == instance_type and e.nodes == nodes and e.collective == collective]
-    if not rows:
-        return None
-
-    def size_key(e: Expectation) -> int:
-        return e.size_bytes if e.size_bytes is not None else 0
-
-    if size_bytes is not None:
-        fitting = [e for e in rows if e.size_bytes is None or e.size_bytes <= size_bytes]
-        if not fitting:
-            return None
-        return max(fitting, key=size_key)
-    return max(rows, key=size_key)
+    """:func:`busbw_expectation` with the older argument order."""
+    return busbw_expectation(instance_type, collective, nodes, algo, size_bytes=size_bytes)

@@ -5,8 +5,8 @@ writes it from the instance catalog)::
 
     {"schema": "pctk.health-expect/v1",
      "instance_types": {"p5.48xlarge": {"gpu_count": 8, "gpu_model": "H100",
-                         "gpu_memory_gib": 80, "efa_interfaces": 32,
-                         "nccl_all_reduce_busbw_gbps": 480.0}},
+                         "gpu_memory_mib": 81920, "efa_interfaces": 32,
+                         "nccl_all_reduce_busbw_gbps": 370.0, "nccl_algo": "Ring"}},
      "nodes": {"gpu-st-p5-1": "p5.48xlarge"},          # optional
      "mounts": ["/fsx", "/home"], "thresholds": {...}, "tool_path": [], "munge_socket": null}
 

@@ -157,7 +157,9 @@ def test_model_names_match_nvml_names():
 def test_expectations_come_from_the_catalog():
     p5 = instance_expectations("p5.48xlarge")
     assert (p5["gpu_count"], p5["gpu_model"], p5["efa_interfaces"]) == (8, "H100", 32)
-    assert p5["nccl_all_reduce_busbw_gbps"] == 480.0
+    # the node check does not pin NCCL's algorithm: the Ring figure, not NVLS's 480
+    assert (p5["nccl_all_reduce_busbw_gbps"], p5["nccl_algo"]) == (370.0, "Ring")
+    assert p5["gpu_memory_mib"] == 81920
     c5 = instance_expectations("c5.4xlarge")
     assert (c5["gpu_count"], c5["efa_interfaces"]) == (0, 0)
     spec = build_expectations(["p5.48xlarge"], nodes={"a": "p5.48xlarge"}, mounts=["/x"])
