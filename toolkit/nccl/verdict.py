@@ -44,6 +44,7 @@ class Expectation:
     size_bytes: int | None      # None: the source states no message size
     source: str
     note: str = ""
+    algo: str | None = None     # NCCL algorithm of the published figure; None: not stated
 
 
 @dataclass
@@ -65,11 +66,14 @@ def worst(statuses: list[str]) -> str:
 
 
 def lookup_expectation(instance_type: str | None, nodes: int | None, collective: str,
-                       largest_size: int | None = None) -> Expectation | None:
+                       largest_size: int | None = None,
+                       algo: str | None = None) -> Expectation | None:
     """The catalog's expectation, or None (catalog absent, type unknown, no figure).
 
     ``largest_size`` asks for the largest published size not above what the run sent, so
-    a sweep to 2 GiB is not judged against a 16 GiB figure.
+    a sweep to 2 GiB is not judged against a 16 GiB figure. ``algo`` is the NCCL algorithm
+    the run used (NCCL_ALGO or the INFO lines); None (unknown) takes the most lenient
+    figure, and the note says so.
     """
     if not instance_type or not nodes:
         return None
@@ -78,10 +82,10 @@ def lookup_expectation(instance_type: str | None, nodes: int | None, collective:
     except ImportError:
         return None
     try:
-        exp = catalog.expected_busbw(instance_type, nodes, collective=collective,
-                                     size_bytes=largest_size)
+        exp = catalog.busbw_expectation(instance_type, collective, nodes, algo,
+                                        size_bytes=largest_size)
         if exp is None and largest_size is not None:
-            exp = catalog.expected_busbw(instance_type, nodes, collective=collective)
+            exp = catalog.busbw_expectation(instance_type, collective, nodes, algo)
         sources = catalog.sources() if hasattr(catalog, "sources") else {}
     except Exception:  # unknown type or collective: treated as "no expectation"
         return None
@@ -91,8 +95,8 @@ def lookup_expectation(instance_type: str | None, nodes: int | None, collective:
     if sources.get(where):
         where = f"{where}: {sources[where]}"
     size = getattr(exp, "size_bytes", None)
-    return Expectation(float(exp.gbps), int(size) if size else None, where,
-                       str(getattr(exp, "note", "") or ""))
+    note = "; ".join(x for x in (exp.algo and f"{exp.algo} figure", exp.basis, exp.note) if x)
+    return Expectation(float(exp.gbps), int(size) if size else None, where, note, exp.algo)
 
 
 def _wrong_values(run: CollectiveRun) -> list[str]:
