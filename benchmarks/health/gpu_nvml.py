@@ -3,6 +3,7 @@ remapping / retired pages, throttle reasons, PCIe link, memory. SKIP where NVML 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -55,10 +56,17 @@ def _per_gpu(ctx: NodeContext, probe: Callable[[Any, Any], Any]
     return nv, values
 
 
+# name tokens that mark another board of the same chip (H100 NVL, H100 PCIe, H200 NVL)
+OTHER_BOARD_TOKENS = frozenset({"NVL", "PCIE"})
+
+
 def model_matches(catalog_model: str, nvml_name: str) -> bool:
-    """``A100-40GB`` matches ``NVIDIA A100-SXM4-40GB``: every part of the catalog name appears."""
-    name = nvml_name.upper()
-    return all(part in name for part in catalog_model.upper().split("-"))
+    """``A100-40GB`` matches ``NVIDIA A100-SXM4-40GB``: every part of the catalog name is a
+    whole word of the NVML name (so B200 is not GB200, A10G is not A10), and the NVML name
+    names no other board of that chip (H100 is not ``NVIDIA H100 NVL``)."""
+    tokens = set(re.split(r"[\s\-]+", nvml_name.upper().strip()))
+    parts = set(catalog_model.upper().split("-"))
+    return parts <= tokens and not (tokens & OTHER_BOARD_TOKENS) - parts
 
 
 def check_gpu_count(ctx: NodeContext) -> CheckResult:

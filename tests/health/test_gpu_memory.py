@@ -33,7 +33,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.health.context import NodeContext, load_thresholds
-from benchmarks.health.gpu_nvml import check_gpu_memory, memory_total_short, nvml_session
+from benchmarks.health.gpu_nvml import (
+    check_gpu_memory,
+    memory_total_short,
+    model_matches,
+    nvml_session,
+)
 from benchmarks.health.tools import Tools
 from toolkit import catalog
 from toolkit.health.expect import instance_expectations
@@ -132,3 +137,23 @@ def test_older_expectation_files_in_gib_still_work(nvml, tmp_path: Path) -> None
                       thresholds=load_thresholds(), mounts=[], tools=Tools([], "n1"),
                       slurm_conf=str(tmp_path / "slurm.conf"))
     assert check_gpu_memory(ctx).status == "OK"
+
+
+@pytest.mark.parametrize(("model", "nvml_name", "same"), [
+    ("H100", "NVIDIA H100 80GB HBM3", True),
+    ("H100", "NVIDIA H100 NVL", False),
+    ("H100", "NVIDIA H100 PCIe", False),
+    ("H200", "NVIDIA H200", True),
+    ("H200", "NVIDIA H200 NVL", False),
+    ("B200", "NVIDIA B200", True),
+    ("B200", "NVIDIA GB200", False),
+    ("A10G", "NVIDIA A10G", True),
+    ("A10G", "NVIDIA A10", False),
+    ("L4", "NVIDIA L4", True),
+    ("L4", "NVIDIA L40S", False),
+    ("A100-40GB", "NVIDIA A100-SXM4-40GB", True),
+    ("A100-40GB", "A100-SXM4-40GB", True),  # drivers before R510 print no vendor prefix
+    ("A100-80GB", "NVIDIA A100-SXM4-40GB", False),
+])
+def test_gpu_model_check_matches_whole_models(model: str, nvml_name: str, same: bool) -> None:
+    assert model_matches(model, nvml_name) is same
