@@ -95,7 +95,9 @@ def check_nccl(ctx: NodeContext) -> CheckResult:
         return ok(f"all_reduce {busbw:.1f} GB/s (no published figure for "
                   f"{ctx.instance_type or 'this instance type'})", value)
     frac = busbw / expected
-    msg = f"all_reduce {busbw:.1f} GB/s, {frac:.0%} of {expected:g}"
+    algo = ctx.expect.get("nccl_algo")
+    msg = f"all_reduce {busbw:.1f} GB/s, {frac:.0%} of {expected:g}" + (
+        f" (the {algo} figure: NCCL's algorithm is not pinned here)" if algo else "")
     if frac < t["nccl_fail_fraction"]:
         return fail(msg, "check NVLink (nvidia-smi nvlink -s, topo -m) and Xids; reboot",
                     value, expected)

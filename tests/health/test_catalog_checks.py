@@ -1,5 +1,6 @@
-"""The NVML memory check against every GPU model in the catalog: a healthy total passes, a
-clearly short one fails.
+"""Node checks against the catalog for every GPU model: NVML memory totals (a healthy total
+passes, a clearly short one fails), whole-model name matching, and the single-node NCCL
+figure when NCCL's algorithm is not known.
 
 NVML needs a GPU, so a stand-in ``pynvml`` module (below) hands the real
 ``check_gpu_memory`` the totals that nvidia-smi prints for healthy GPUs. Where each total
@@ -157,3 +158,27 @@ def test_older_expectation_files_in_gib_still_work(nvml, tmp_path: Path) -> None
 ])
 def test_gpu_model_check_matches_whole_models(model: str, nvml_name: str, same: bool) -> None:
     assert model_matches(model, nvml_name) is same
+
+
+def test_node_nccl_check_passes_a_healthy_ring_p5(nvml, tmp_path: Path) -> None:
+    """A healthy p5 running Ring (366 GB/s) is not drained: the node check cannot know
+    NCCL's algorithm, so it holds the run to the Ring figure (370), not NVLS's 480."""
+    from benchmarks.health.perf import check_nccl
+
+    nvml(81559, 8)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "all_reduce_perf"  # stand-in: nccl-tests needs GPUs
+    stand_in.write_text(
+        "#!/bin/sh\ncat <<'X'\n"
+        "  2147483648  536870912  float  sum  -1  10270  209.1  366.0  0  10280  208.9  365.6  0\n"
+        "  4294967296 1073741824  float  sum  -1  20540  209.1  366.0  0  20550  209.0  365.7  0\n"
+        "# Avg bus bandwidth    : 365.8\nX\n")
+    stand_in.chmod(0o755)
+    ctx = NodeContext(node="n1", instance_type="p5.48xlarge",
+                      expect=instance_expectations("p5.48xlarge"), thresholds=load_thresholds(),
+                      mounts=[], tools=Tools([str(bin_dir)], "n1"),
+                      slurm_conf=str(tmp_path / "slurm.conf"))
+    result = check_nccl(ctx)
+    assert result.status == "OK", result.message
+    assert "of 370" in result.message and "Ring figure" in result.message
