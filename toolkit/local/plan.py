@@ -83,10 +83,6 @@ class TwinPlan:
     def munge_socket(self) -> Path:
         return self.state_dir / "munge" / "munge.socket.2"
 
-    @property
-    def mysql_socket(self) -> Path:
-        return self.state_dir / "mysql" / "mysqld.sock"
-
     def node_dir(self, node: str) -> Path:
         return self.state_dir / "nodes" / node
 

@@ -27,7 +27,7 @@ from typing import Any
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
-from toolkit.local import procs
+from toolkit.local import mariadb, procs
 from toolkit.local.plan import (
     DEFAULT_NODES_PER_RESOURCE,
     Ports,
@@ -292,9 +292,11 @@ class Twin:
 
     def _clean_runtime_files(self) -> None:
         for rel in ("munge/munge.socket.2", "munge/munge.socket.2.lock", "munge/munged.pid",
-                    "mysql/mysqld.sock", "mysql/mysqld.pid", "ctld/slurmctld.pid",
-                    "dbd/slurmdbd.pid"):
+                    "ctld/slurmctld.pid", "dbd/slurmdbd.pid"):
             (self.state_dir / rel).unlink(missing_ok=True)
+        db = mariadb.layout(self.state_dir)
+        db.socket.unlink(missing_ok=True)
+        db.pid_file.unlink(missing_ok=True)
         nodes = self.state_dir / "nodes"
         if nodes.is_dir():
             for pid in nodes.glob("*/slurmd.pid"):
@@ -305,6 +307,7 @@ class Twin:
         for sub in ("etc", "munge", "ctld/state", "dbd", "mysql", "nodes", "log"):
             (s / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(s / "munge", 0o711)
+        os.chmod(s / "mysql", 0o700)
         atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
         atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
         atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
@@ -412,33 +415,18 @@ class Twin:
                           remember: Callable[[procs.Proc], None], progress: Progress,
                           timeout: float) -> None:
         s = self.state_dir
-        datadir = s / "mysql" / "data"
-        mysql_log = s / "mysql" / "mysqld.log"
-        if not (datadir / "mysql").is_dir():
+        db = mariadb.layout(s)
+        mariadb.prepare(db)
+        if not mariadb.initialised(db):
             progress("initialising MariaDB data folder")
-            self._install_db(datadir, plan.user, env, mysql_log)
+            mariadb.install(db, env, s)
         progress("starting MariaDB")
-        p = procs.spawn("mariadbd", [
-            "mariadbd", "--no-defaults", f"--datadir={datadir}",
-            f"--socket={plan.mysql_socket}", f"--port={plan.ports.mysql}",
-            "--bind-address=127.0.0.1", f"--user={plan.user}",
-            f"--pid-file={s}/mysql/mysqld.pid", f"--log-error={mysql_log}",
-            "--skip-name-resolve", "--skip-log-bin", "--performance-schema=OFF",
-            "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
-            "--max-connections=64",
-            "--innodb-flush-log-at-trx-commit=2",
-        ], s / "log" / "mariadbd.out", env, s)
+        p = procs.spawn("mariadbd", mariadb.server_argv(db, plan.ports.mysql),
+                        s / "log" / "mariadbd.out", env, s)
         remember(p)
-        sql = (
-            "CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
-            f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{db_password}'; "
-            f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{db_password}'; "
-            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
-        )
-        mysql = ["mariadb", "--no-defaults", f"--socket={plan.mysql_socket}", "-u", "root",
-                 "-e", sql]
-        self._wait(lambda: subprocess.run(mysql, capture_output=True, env=env).returncode == 0,
-                   "mariadbd", p, timeout, str(mysql_log))
+        setup = mariadb.client_argv(db, mariadb.setup_sql(db_password))
+        self._wait(lambda: subprocess.run(setup, capture_output=True, env=env).returncode == 0,
+                   "mariadbd", p, timeout, str(db.log))
         progress("starting slurmdbd")
         dbd_log = s / "dbd" / "slurmdbd.log"
         p = procs.spawn("slurmdbd", ["slurmdbd", "-D"], s / "log" / "slurmdbd.out", env, s)
@@ -454,23 +442,6 @@ class Twin:
             return False
 
         self._wait(cluster_registered, "slurmdbd", p, timeout, str(dbd_log))
-
-    def _install_db(self, datadir: Path, user: str, env: dict[str, str], log: Path) -> None:
-        argv = ["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", f"--user={user}",
-                "--auth-root-authentication-method=normal", "--skip-test-db"]
-        for attempt in range(2):
-            shutil.rmtree(datadir, ignore_errors=True)
-            r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=self.state_dir)
-            if r.returncode == 0:
-                return
-            atomic_write_text(log, r.stdout + r.stderr)
-            if attempt == 0:
-                time.sleep(1)  # a passing failure (seen under heavy load): try once more
-        errors = [ln for ln in (r.stderr + r.stdout).splitlines() if "[ERROR]" in ln]
-        detail = (errors or (r.stderr.strip().splitlines() or ["?"]))[0]
-        raise PctkError(f"mariadb-install-db failed: {detail}",
-                        "check that mariadb-server is installed and the disk has room",
-                        log=str(log))
 
     def _wait(self, ready: Callable[[], bool], what: str, proc: procs.Proc | None,
               timeout: float, log: str) -> None:
@@ -577,6 +548,7 @@ class Twin:
                 state["stopped"] = time.time()
                 atomic_write_json(self.state_file, state)
         if purge:
+            mariadb.purge(mariadb.layout(self.state_dir))
             shutil.rmtree(self.state_dir, ignore_errors=True)
         return [p.name for p in running]
 
