@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
 import shutil
@@ -13,6 +14,7 @@ import pytest
 
 from tests.twinutil import TwinHandle
 from toolkit.local import mariadb
+from toolkit.local.plan import resolve_host_address
 
 pytestmark = pytest.mark.twin
 
@@ -103,3 +105,31 @@ def test_slurmdbd_conf_is_private_to_slurm_user(twin):
     st = conf.stat()
     assert st.st_mode & 0o777 == 0o600
     assert st.st_uid == pwd.getpwnam(slurm_user).pw_uid
+
+
+def _listening(pids: set[int]) -> list[tuple[int, str]]:
+    """(pid, local address) of every TCP listening socket of these pids, from ss."""
+    out = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        local = fields[3]
+        for pid in pids:
+            if f"pid={pid}," in line:
+                found.append((pid, local.rsplit(":", 1)[0].strip("[]")))
+    return found
+
+
+def test_every_daemon_listens_on_loopback_only(twin):
+    if not ipaddress.ip_address(resolve_host_address() or "0.0.0.0").is_loopback:
+        pytest.skip("this host's name does not resolve to loopback: Slurm 22.05 then binds "
+                    "0.0.0.0 (see the note `pctk local up` prints)")
+    daemons = {d["pid"]: d["name"] for d in twin.twin.status().daemons}
+    listening = _listening(set(daemons))
+    names = {daemons[pid] for pid, _ in listening}
+    tcp_daemons = {n for n in daemons.values() if n != "munged"}
+    assert names == tcp_daemons  # every daemon seen, so the check covers them all
+    exposed = [(daemons[pid], addr) for pid, addr in listening
+               if addr in ("*", "") or not ipaddress.ip_address(addr).is_loopback]
+    assert exposed == []

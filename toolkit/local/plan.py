@@ -7,6 +7,7 @@ down to what this machine has.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -22,7 +23,7 @@ DEFAULT_NODES_PER_RESOURCE = 4
 TWIN_MANAGED = frozenset(k.lower() for k in (
     "ClusterName", "SlurmctldHost", "ControlMachine", "SlurmctldPort", "SlurmdPort",
     "SlurmUser", "SlurmdUser", "StateSaveLocation", "ProctrackType", "TaskPlugin",
-    "SlurmdParameters", "GresTypes", "JobCompType", "MpiDefault",
+    "SlurmdParameters", "GresTypes", "JobCompType", "MpiDefault", "CommunicationParameters",
 ))
 TWIN_MANAGED_PREFIXES = ("auth", "cred", "accountingstorage", "slurmctldpid", "slurmctldlog",
                          "slurmdpid", "slurmdlog", "slurmdspool", "cgroup")
@@ -70,6 +71,10 @@ class TwinPlan:
     user: str
     notes: tuple[str, ...] = field(default=())
     custom_settings: tuple[tuple[str, str], ...] = field(default=())
+    # where slurmctld, slurmdbd and every slurmd listen and are reached
+    address: str = "127.0.0.1"
+    # True when the daemons bind ``address`` alone (a loopback address), not every interface
+    loopback_only: bool = False
 
     @property
     def etc(self) -> Path:
@@ -122,6 +127,7 @@ def build_plan(
     hostname: str | None = None,
     host: tuple[int, int] | None = None,
     user: str | None = None,
+    host_address: str | None = None,
 ) -> TwinPlan:
     from toolkit import catalog
 
@@ -193,6 +199,14 @@ def build_plan(
             notes.append(f"CustomSlurmSettings {key} is managed by the twin; not applied")
         else:
             custom.append((key, value))
+    if host_address is None:
+        host_address = resolve_host_address()
+    loopback_only = _is_loopback(host_address)
+    if not loopback_only:
+        notes.append(
+            f"Slurm daemons listen on every interface: this host's name resolves to "
+            f"{host_address or 'nothing'}, and Slurm 22.05 binds only to that address or to "
+            "all; map the host name to 127.0.1.1 in /etc/hosts to keep them on loopback")
     return TwinPlan(
         cluster_name=slurm_cluster_name(topo.name),
         config_path=topo.source,
@@ -205,7 +219,29 @@ def build_plan(
         user=user or _current_user(),
         notes=tuple(notes),
         custom_settings=tuple(custom),
+        address=host_address if loopback_only else "127.0.0.1",
+        loopback_only=loopback_only,
     )
+
+
+def resolve_host_address() -> str:
+    """The IPv4 address this host's name resolves to ('' when it does not resolve).
+
+    With CommunicationParameters=NoInAddrAny/NoCtldInAddrAny, Slurm 22.05 daemons bind to
+    exactly this address (slurm_setup_addr: gethostname() then getaddrinfo()) instead of
+    0.0.0.0; there is no option to name another bind address.
+    """
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return ""
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _current_user() -> str:

@@ -18,7 +18,7 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         f"# Local twin of {plan.config_path}, rendered by pctk. Do not edit: `pctk local up`",
         "# rewrites it. Queues are partitions and nodes keep ParallelCluster's names.",
         f"ClusterName={plan.cluster_name}",
-        f"SlurmctldHost={plan.hostname}(127.0.0.1)",
+        f"SlurmctldHost={plan.hostname}({plan.address})",
         f"SlurmctldPort={plan.ports.slurmctld}",
         f"SlurmUser={plan.user}",
         f"SlurmdUser={plan.user}",
@@ -59,10 +59,14 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         "MinJobAge=300",
         "Waittime=0",
     ]
+    if plan.loopback_only:
+        # daemons and clients bind the address the host name resolves to (loopback here)
+        # instead of 0.0.0.0; NoCtldInAddrAny is slurmctld's switch for the same
+        lines.append("CommunicationParameters=NoInAddrAny,NoCtldInAddrAny")
     if plan.accounting:
         lines += [
             "AccountingStorageType=accounting_storage/slurmdbd",
-            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStorageHost={plan.address}",
             f"AccountingStoragePort={plan.ports.slurmdbd}",
             # with auth/munge this names the munge socket used towards slurmdbd
             f"AccountingStoragePass={plan.munge_socket}",
@@ -75,12 +79,12 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         lines.append("# Scheduling/SlurmSettings/CustomSlurmSettings of the cluster config")
         lines += [f"{k}={v}" for k, v in plan.custom_settings]
     lines.append("")
-    lines.append("# Nodes: one slurmd each on 127.0.0.1, each on its own port")
+    lines.append(f"# Nodes: one slurmd each on {plan.address}, each on its own port")
     for n in plan.nodes:
         parts = [
             f"NodeName={n.name}",
             f"NodeHostname={plan.hostname}",
-            "NodeAddr=127.0.0.1",
+            f"NodeAddr={plan.address}",
             f"Port={n.port}",
             f"CPUs={n.cpus}",
             f"RealMemory={n.real_memory_mib}",
@@ -117,13 +121,16 @@ def render_gres_conf(plan: TwinPlan) -> str:
 
 def render_slurmdbd_conf(plan: TwinPlan, db_password: str) -> str:
     s = plan.state_dir
+    # DbdAddr is only where clients reach slurmdbd; NoInAddrAny makes it bind there too
+    comm = ["CommunicationParameters=NoInAddrAny"] if plan.loopback_only else []
     return "\n".join(
         [
             "# slurmdbd of the local twin, rendered by pctk (mode 0600: it holds a password)",
             "AuthType=auth/munge",
             f"AuthInfo=socket={plan.munge_socket}",
             f"DbdHost={plan.hostname}",
-            "DbdAddr=127.0.0.1",
+            f"DbdAddr={plan.address}",
+            *comm,
             f"DbdPort={plan.ports.slurmdbd}",
             f"SlurmUser={plan.user}",
             f"LogFile={s}/dbd/slurmdbd.log",
