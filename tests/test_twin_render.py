@@ -21,8 +21,8 @@ FIXED = {
     "hostname": "headnode",
     "host": (2, 24000),
     "user": "slurm",
-    # the host name resolves to loopback (Debian's 127.0.1.1): daemons bind there alone
-    "host_address": "127.0.1.1",
+    # the host name resolves to 127.0.0.1: the daemons bind there alone
+    "host_address": "127.0.0.1",
 }
 
 
@@ -125,24 +125,24 @@ def test_custom_slurm_settings_cannot_inject_lines(tmp_path, bad):
 
 def test_daemons_bind_loopback_only_when_the_host_name_resolves_there():
     plan = _plan("p5-training")
-    assert plan.loopback_only and plan.address == "127.0.1.1"
-    conf = render_slurm_conf(plan)
-    assert "\nCommunicationParameters=NoInAddrAny,NoCtldInAddrAny\n" in conf
-    assert "SlurmctldHost=headnode(127.0.1.1)\n" in conf
-    assert conf.count("NodeAddr=127.0.1.1 ") == len(plan.nodes)
+    assert plan.loopback_only
+    assert "\nCommunicationParameters=NoInAddrAny,NoCtldInAddrAny\n" in render_slurm_conf(plan)
     dbd = render_slurmdbd_conf(plan, "secret")
-    assert "\nDbdAddr=127.0.1.1\nCommunicationParameters=NoInAddrAny\n" in dbd
+    assert "\nDbdAddr=127.0.0.1\nCommunicationParameters=NoInAddrAny\n" in dbd
 
 
-@pytest.mark.parametrize("resolved", ["10.0.3.7", ""])
-def test_a_host_name_off_loopback_keeps_addresses_on_127_0_0_1_and_says_why(resolved):
+# 127.0.1.1 (Debian's entry for the host name) is loopback too, but a step's tasks reach
+# srun from 127.0.0.1, so srun listening on 127.0.1.1 alone would hang every step
+@pytest.mark.parametrize("resolved", ["10.0.3.7", "127.0.1.1", ""])
+def test_any_other_host_address_binds_all_and_says_why(resolved):
     topo = load_topology(preset_path("p5-training"))
     plan = build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], hostname="h",
                       host=(2, 4096), user="slurm", host_address=resolved)
-    assert not plan.loopback_only and plan.address == "127.0.0.1"
+    assert not plan.loopback_only
     assert "CommunicationParameters" not in render_slurm_conf(plan)
     assert "CommunicationParameters" not in render_slurmdbd_conf(plan, "x")
-    assert any("listen on every interface" in n for n in plan.notes)
+    assert any("listen on every interface" in n and "127.0.0.1 in /etc/hosts" in n
+               for n in plan.notes)
 
 
 def test_communication_parameters_are_managed_by_the_twin(tmp_path):

@@ -7,7 +7,6 @@ down to what this machine has.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import socket
@@ -71,9 +70,7 @@ class TwinPlan:
     user: str
     notes: tuple[str, ...] = field(default=())
     custom_settings: tuple[tuple[str, str], ...] = field(default=())
-    # where slurmctld, slurmdbd and every slurmd listen and are reached
-    address: str = "127.0.0.1"
-    # True when the daemons bind ``address`` alone (a loopback address), not every interface
+    # True when the daemons bind 127.0.0.1 alone, not every interface
     loopback_only: bool = False
 
     @property
@@ -201,12 +198,14 @@ def build_plan(
             custom.append((key, value))
     if host_address is None:
         host_address = resolve_host_address()
-    loopback_only = _is_loopback(host_address)
+    # Slurm binds the host name's address (or 0.0.0.0) and so does srun; a step's tasks
+    # reach srun from 127.0.0.1, the source of every loopback connection, so only that works
+    loopback_only = host_address == "127.0.0.1"
     if not loopback_only:
         notes.append(
             f"Slurm daemons listen on every interface: this host's name resolves to "
-            f"{host_address or 'nothing'}, and Slurm 22.05 binds only to that address or to "
-            "all; map the host name to 127.0.1.1 in /etc/hosts to keep them on loopback")
+            f"{host_address or 'nothing'}, and Slurm 22.05 binds either to that address or "
+            "to all; map the host name to 127.0.0.1 in /etc/hosts to keep them on loopback")
     return TwinPlan(
         cluster_name=slurm_cluster_name(topo.name),
         config_path=topo.source,
@@ -219,7 +218,6 @@ def build_plan(
         user=user or _current_user(),
         notes=tuple(notes),
         custom_settings=tuple(custom),
-        address=host_address if loopback_only else "127.0.0.1",
         loopback_only=loopback_only,
     )
 
@@ -236,12 +234,6 @@ def resolve_host_address() -> str:
     except OSError:
         return ""
 
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def _current_user() -> str:

@@ -18,7 +18,7 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         f"# Local twin of {plan.config_path}, rendered by pctk. Do not edit: `pctk local up`",
         "# rewrites it. Queues are partitions and nodes keep ParallelCluster's names.",
         f"ClusterName={plan.cluster_name}",
-        f"SlurmctldHost={plan.hostname}({plan.address})",
+        f"SlurmctldHost={plan.hostname}(127.0.0.1)",
         f"SlurmctldPort={plan.ports.slurmctld}",
         f"SlurmUser={plan.user}",
         f"SlurmdUser={plan.user}",
@@ -60,13 +60,13 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         "Waittime=0",
     ]
     if plan.loopback_only:
-        # daemons and clients bind the address the host name resolves to (loopback here)
+        # daemons and clients bind the address the host name resolves to (127.0.0.1 here)
         # instead of 0.0.0.0; NoCtldInAddrAny is slurmctld's switch for the same
         lines.append("CommunicationParameters=NoInAddrAny,NoCtldInAddrAny")
     if plan.accounting:
         lines += [
             "AccountingStorageType=accounting_storage/slurmdbd",
-            f"AccountingStorageHost={plan.address}",
+            "AccountingStorageHost=127.0.0.1",
             f"AccountingStoragePort={plan.ports.slurmdbd}",
             # with auth/munge this names the munge socket used towards slurmdbd
             f"AccountingStoragePass={plan.munge_socket}",
@@ -79,12 +79,12 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         lines.append("# Scheduling/SlurmSettings/CustomSlurmSettings of the cluster config")
         lines += [f"{k}={v}" for k, v in plan.custom_settings]
     lines.append("")
-    lines.append(f"# Nodes: one slurmd each on {plan.address}, each on its own port")
+    lines.append("# Nodes: one slurmd each on 127.0.0.1, each on its own port")
     for n in plan.nodes:
         parts = [
             f"NodeName={n.name}",
             f"NodeHostname={plan.hostname}",
-            f"NodeAddr={plan.address}",
+            "NodeAddr=127.0.0.1",
             f"Port={n.port}",
             f"CPUs={n.cpus}",
             f"RealMemory={n.real_memory_mib}",
@@ -129,7 +129,7 @@ def render_slurmdbd_conf(plan: TwinPlan, db_password: str) -> str:
             "AuthType=auth/munge",
             f"AuthInfo=socket={plan.munge_socket}",
             f"DbdHost={plan.hostname}",
-            f"DbdAddr={plan.address}",
+            "DbdAddr=127.0.0.1",
             *comm,
             f"DbdPort={plan.ports.slurmdbd}",
             f"SlurmUser={plan.user}",
