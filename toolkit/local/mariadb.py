@@ -62,11 +62,6 @@ class DbLayout:
 def layout(state_dir: Path) -> DbLayout:
     if os.geteuid() != 0:
         return DbLayout(pwd.getpwuid(os.getuid()).pw_name, state_dir / "mysql")
-    try:
-        pwd.getpwnam("mysql")
-    except KeyError:
-        raise PctkError("no `mysql` account on this machine to run the twin's MariaDB",
-                        "install mariadb-server (it creates the account)") from None
     key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
     return DbLayout("mysql", ROOT_HOMES / key)
 
@@ -82,7 +77,11 @@ def prepare(db: DbLayout) -> None:
         ROOT_HOMES.mkdir(parents=True, exist_ok=True)
         os.chmod(ROOT_HOMES.parent, 0o755)
         os.chmod(ROOT_HOMES, 0o755)
-    ent = pwd.getpwnam(db.owner)
+    try:
+        ent = pwd.getpwnam(db.owner)
+    except KeyError:
+        raise PctkError(f"no `{db.owner}` account on this machine to run the twin's MariaDB",
+                        "install mariadb-server (it creates the account)") from None
     for d in (db.home, db.files_dir):
         d.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
