@@ -21,6 +21,8 @@ FIXED = {
     "hostname": "headnode",
     "host": (2, 24000),
     "user": "slurm",
+    # the host name resolves to 127.0.0.1: the daemons bind there alone
+    "host_address": "127.0.0.1",
 }
 
 
@@ -29,7 +31,8 @@ def _plan(preset: str, nodes: int | None = None):
     # a stable config path in the golden file, wherever the repo is checked out
     topo = type(topo)(topo.name, f"cluster-configs/{preset}.yaml", topo.queues, topo.accounting)
     return build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], nodes_per_resource=nodes,
-                      hostname=FIXED["hostname"], host=FIXED["host"], user=FIXED["user"])
+                      hostname=FIXED["hostname"], host=FIXED["host"], user=FIXED["user"],
+                      host_address=FIXED["host_address"])
 
 
 def _check(name: str, text: str) -> None:
@@ -104,7 +107,7 @@ def test_custom_slurm_settings_are_mirrored_except_what_the_twin_manages(tmp_pat
     cfg = _custom_config(tmp_path, "      - MaxArraySize: 10\n      - SlurmctldPort: 1\n"
                                    "      - AuthInfo: socket=/x\n")
     plan = build_plan(load_topology(cfg), Path("/var/lib/pctk/twin"), FIXED["ports"],
-                      hostname="h", host=(2, 4096), user="slurm")
+                      hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
     conf = render_slurm_conf(plan)
     assert "\nMaxArraySize=10\n" in conf
     assert "SlurmctldPort=1\n" not in conf and "AuthInfo=socket=/x" not in conf
@@ -118,3 +121,32 @@ def test_custom_slurm_settings_cannot_inject_lines(tmp_path, bad):
 
     with pytest.raises(PctkError, match="CustomSlurmSettings"):
         load_topology(_custom_config(tmp_path, bad))
+
+
+def test_daemons_bind_loopback_only_when_the_host_name_resolves_there():
+    plan = _plan("p5-training")
+    assert plan.loopback_only
+    assert "\nCommunicationParameters=NoInAddrAny,NoCtldInAddrAny\n" in render_slurm_conf(plan)
+    dbd = render_slurmdbd_conf(plan, "secret")
+    assert "\nDbdAddr=127.0.0.1\nCommunicationParameters=NoInAddrAny\n" in dbd
+
+
+# 127.0.1.1 (Debian's entry for the host name) is loopback too, but a step's tasks reach
+# srun from 127.0.0.1, so srun listening on 127.0.1.1 alone would hang every step
+@pytest.mark.parametrize("resolved", ["10.0.3.7", "127.0.1.1", ""])
+def test_any_other_host_address_binds_all_and_says_why(resolved):
+    topo = load_topology(preset_path("p5-training"))
+    plan = build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], hostname="h",
+                      host=(2, 4096), user="slurm", host_address=resolved)
+    assert not plan.loopback_only
+    assert "CommunicationParameters" not in render_slurm_conf(plan)
+    assert "CommunicationParameters" not in render_slurmdbd_conf(plan, "x")
+    assert any("listen on every interface" in n and "127.0.0.1 in /etc/hosts" in n
+               for n in plan.notes)
+
+
+def test_communication_parameters_are_managed_by_the_twin(tmp_path):
+    cfg = _custom_config(tmp_path, "      - CommunicationParameters: NoAddrCache\n")
+    plan = build_plan(load_topology(cfg), Path("/var/lib/pctk/twin"), FIXED["ports"],
+                      hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
+    assert "NoAddrCache" not in render_slurm_conf(plan)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,3 +142,38 @@ def test_logs_follow_prints_until_the_job_ends(twin, jobs_home):
     assert r.returncode == 0
     assert [ln for ln in r.stdout.splitlines() if ln.startswith("line")] == \
         ["line1", "line2", "line3"]
+
+
+def test_job_files_are_private_to_their_owner(twin, monkeypatch):
+    # a jobs folder other users could enter (pytest's tmp_path is private already)
+    base = Path(tempfile.mkdtemp(prefix="pctk-jobs-open-", dir="/tmp"))
+    base.chmod(0o755)
+    monkeypatch.setenv("PCTK_JOBS_DIR", str(base))
+    try:
+        _check_private_job_files()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _check_private_job_files() -> None:
+    code, stdout, err = _pctk("submit", "-q", "cpu", "--wait", "--json", "--", "echo", "hi")
+    assert code == 0, err
+    info = json.loads(stdout)
+    folder = Path(info["folder"])
+    assert folder.stat().st_mode & 0o777 == 0o700 & ~_umask()
+    script = folder / "job.sh"
+    assert script.stat().st_mode & 0o777 == 0o700  # the owner still runs it
+    assert (folder / "job.json").stat().st_mode & 0o777 == 0o600
+    log = next(folder.glob(f"{info['job_ids'][0]}.0.out"))
+    assert log.read_text().strip() == "hi"
+    if os.geteuid() == 0:
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        for path in (log, script, folder / "job.json"):
+            r = subprocess.run([*nobody, "cat", str(path)], capture_output=True, cwd="/")
+            assert r.returncode != 0, f"another user read {path.name}"
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask

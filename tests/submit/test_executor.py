@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -154,3 +155,18 @@ def test_checkpointable_job_requeues_after_preemption_and_finishes_right(twin, t
     # Slurm requeued it once (scontrol keeps the count while the job is in memory)
     shown = twin.cmd("scontrol", "show", "job", job.job_id).stdout
     assert "Restarts=1" in shown
+
+
+def test_a_new_job_folder_is_private_to_its_owner(twin, tmp_path):
+    folder = tmp_path / "private" / "jobs"
+    ex = ClusterExecutor(folder, queue="cpu", timeout_min=5)
+    job = ex.submit(os.getpid)
+    job.result()
+    assert folder.stat().st_mode & 0o777 == 0o700 & ~_umask()
+    assert job.paths.stdout.exists()  # the log Slurm wrote is inside it
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask

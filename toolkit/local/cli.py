@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolkit.errors import PctkError
 from toolkit.local.twin import Twin, TwinStatus
 
 app = typer.Typer(
@@ -30,7 +31,9 @@ JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
 def _status_table(st: TwinStatus, console: Console) -> None:
-    head = "running" if st.running else "stopped"
+    head = st.state
+    if st.dead_daemons:
+        head += f" ({', '.join(st.dead_daemons)} down)"
     console.print(f"[bold]twin[/] {st.cluster or '-'}: [bold]{head}[/]  "
                   f"(config {st.config or '-'}, state {st.state_dir}, "
                   f"accounting {'on' if st.accounting else 'off'})")
@@ -111,14 +114,18 @@ def down(
 
 @app.command()
 def status(state_dir: Path = StateDir, json_out: bool = JsonOut) -> None:
-    """Show the twin's daemons, partitions and nodes. Exit 1 when it is not running."""
+    """Show the twin's daemons, partitions and nodes.
+
+    Exit 0 when every daemon runs, 1 when some died (degraded: `pctk local up` restarts the
+    twin), 3 when it is stopped.
+    """
     st = Twin(state_dir).status()
     if json_out:
         print(json.dumps(st.to_json(), indent=2))
     else:
         _status_table(st, Console())
-    if not st.running:
-        raise typer.Exit(1)
+    if st.state != "running":
+        raise typer.Exit(1 if st.state == "degraded" else 3)
 
 
 @app.command()
@@ -131,11 +138,16 @@ def env(
     Use as: eval "$(pctk local env)". In a notebook: os.environ.update(Twin().env()).
     """
     twin = Twin(state_dir)
+    st = twin.status()
+    if st.state == "stopped":
+        raise PctkError(f"the twin in {twin.state_dir} is not running",
+                        "start it with `pctk local up`")
+    if st.state == "degraded":
+        print(f"# the twin is degraded ({', '.join(st.dead_daemons)} down): "
+              "`pctk local up` restarts it", file=sys.stderr)
     values = twin.env()
     if json_out:
         print(json.dumps(values))
         return
     for k, v in values.items():
         print(f"export {k}={shlex.quote(v)}")
-    if not twin.is_running():
-        print("# the twin is not running: start it with `pctk local up`", file=sys.stderr)

@@ -22,7 +22,7 @@ DEFAULT_NODES_PER_RESOURCE = 4
 TWIN_MANAGED = frozenset(k.lower() for k in (
     "ClusterName", "SlurmctldHost", "ControlMachine", "SlurmctldPort", "SlurmdPort",
     "SlurmUser", "SlurmdUser", "StateSaveLocation", "ProctrackType", "TaskPlugin",
-    "SlurmdParameters", "GresTypes", "JobCompType", "MpiDefault",
+    "SlurmdParameters", "GresTypes", "JobCompType", "MpiDefault", "CommunicationParameters",
 ))
 TWIN_MANAGED_PREFIXES = ("auth", "cred", "accountingstorage", "slurmctldpid", "slurmctldlog",
                          "slurmdpid", "slurmdlog", "slurmdspool", "cgroup")
@@ -70,6 +70,8 @@ class TwinPlan:
     user: str
     notes: tuple[str, ...] = field(default=())
     custom_settings: tuple[tuple[str, str], ...] = field(default=())
+    # True when the daemons bind 127.0.0.1 alone, not every interface
+    loopback_only: bool = False
 
     @property
     def etc(self) -> Path:
@@ -82,10 +84,6 @@ class TwinPlan:
     @property
     def munge_socket(self) -> Path:
         return self.state_dir / "munge" / "munge.socket.2"
-
-    @property
-    def mysql_socket(self) -> Path:
-        return self.state_dir / "mysql" / "mysqld.sock"
 
     def node_dir(self, node: str) -> Path:
         return self.state_dir / "nodes" / node
@@ -126,6 +124,7 @@ def build_plan(
     hostname: str | None = None,
     host: tuple[int, int] | None = None,
     user: str | None = None,
+    host_address: str | None = None,
 ) -> TwinPlan:
     from toolkit import catalog
 
@@ -197,6 +196,16 @@ def build_plan(
             notes.append(f"CustomSlurmSettings {key} is managed by the twin; not applied")
         else:
             custom.append((key, value))
+    if host_address is None:
+        host_address = resolve_host_address()
+    # Slurm binds the host name's address (or 0.0.0.0) and so does srun; a step's tasks
+    # reach srun from 127.0.0.1, the source of every loopback connection, so only that works
+    loopback_only = host_address == "127.0.0.1"
+    if not loopback_only:
+        notes.append(
+            f"Slurm daemons listen on every interface: this host's name resolves to "
+            f"{host_address or 'nothing'}, and Slurm 22.05 binds either to that address or "
+            "to all; map the host name to 127.0.0.1 in /etc/hosts to keep them on loopback")
     return TwinPlan(
         cluster_name=slurm_cluster_name(topo.name),
         config_path=topo.source,
@@ -209,7 +218,22 @@ def build_plan(
         user=user or _current_user(),
         notes=tuple(notes),
         custom_settings=tuple(custom),
+        loopback_only=loopback_only,
     )
+
+
+def resolve_host_address() -> str:
+    """The IPv4 address this host's name resolves to ('' when it does not resolve).
+
+    With CommunicationParameters=NoInAddrAny/NoCtldInAddrAny, Slurm 22.05 daemons bind to
+    exactly this address (slurm_setup_addr: gethostname() then getaddrinfo()) instead of
+    0.0.0.0; there is no option to name another bind address.
+    """
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return ""
+
 
 
 def _current_user() -> str:

@@ -59,6 +59,10 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         "MinJobAge=300",
         "Waittime=0",
     ]
+    if plan.loopback_only:
+        # daemons and clients bind the address the host name resolves to (127.0.0.1 here)
+        # instead of 0.0.0.0; NoCtldInAddrAny is slurmctld's switch for the same
+        lines.append("CommunicationParameters=NoInAddrAny,NoCtldInAddrAny")
     if plan.accounting:
         lines += [
             "AccountingStorageType=accounting_storage/slurmdbd",
@@ -117,6 +121,8 @@ def render_gres_conf(plan: TwinPlan) -> str:
 
 def render_slurmdbd_conf(plan: TwinPlan, db_password: str) -> str:
     s = plan.state_dir
+    # DbdAddr is only where clients reach slurmdbd; NoInAddrAny makes it bind there too
+    comm = ["CommunicationParameters=NoInAddrAny"] if plan.loopback_only else []
     return "\n".join(
         [
             "# slurmdbd of the local twin, rendered by pctk (mode 0600: it holds a password)",
@@ -124,6 +130,7 @@ def render_slurmdbd_conf(plan: TwinPlan, db_password: str) -> str:
             f"AuthInfo=socket={plan.munge_socket}",
             f"DbdHost={plan.hostname}",
             "DbdAddr=127.0.0.1",
+            *comm,
             f"DbdPort={plan.ports.slurmdbd}",
             f"SlurmUser={plan.user}",
             f"LogFile={s}/dbd/slurmdbd.log",

@@ -27,7 +27,7 @@ from typing import Any
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
-from toolkit.local import procs
+from toolkit.local import mariadb, procs
 from toolkit.local.plan import (
     DEFAULT_NODES_PER_RESOURCE,
     Ports,
@@ -68,9 +68,25 @@ class TwinStatus:
     partitions: list[str]
     accounting: bool
 
+    @property
+    def state(self) -> str:
+        """running (every daemon up), degraded (some died) or stopped (none up)."""
+        if self.running:
+            return "running"
+        return "degraded" if any(d["running"] for d in self.daemons) else "stopped"
+
+    @property
+    def dead_daemons(self) -> list[str]:
+        """Daemons that died while others still run (empty unless degraded)."""
+        if self.state != "degraded":
+            return []
+        return [d["name"] for d in self.daemons if not d["running"]]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "state_dir": str(self.state_dir),
+            "state": self.state,
+            "dead_daemons": self.dead_daemons,
             "running": self.running,
             "config": self.config,
             "cluster": self.cluster,
@@ -96,6 +112,12 @@ def _port_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _node_ready(state: str, kept_drained: bool) -> bool:
+    if state in ("idle", "mixed", "allocated"):
+        return True
+    return kept_drained and state in ("drained", "draining", "drain")
 
 
 def make_placeholder_device(path: Path) -> None:
@@ -238,18 +260,21 @@ class Twin:
                 )
             if old:
                 progress("recovering from a previous run that did not stop cleanly")
+                if state is not None:
+                    self._record_drains(state, old)
                 procs.stop(old)
                 self._remove_hosts_block()
             self._clean_runtime_files()
             prev_ports = state.get("ports") if state else None
+            drains = dict(state.get("drains") or {}) if state else {}
             with _port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
-                                            progress, timeout)
+                                            drains, progress, timeout)
 
     def _plan_and_start(self, topo: ClusterTopology, cfg: Path, cfg_hash: str,
                         nodes: int | None, accounting: bool,
-                        prev_ports: dict[str, int] | None, progress: Progress,
-                        timeout: float) -> TwinStatus:
+                        prev_ports: dict[str, int] | None, drains: dict[str, str],
+                        progress: Progress, timeout: float) -> TwinStatus:
         """Choose ports and start the daemons (under the machine-wide port lock)."""
         n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
                                  nodes_per_resource=nodes, accounting=accounting).nodes)
@@ -270,6 +295,7 @@ class Twin:
             "partitions": [p for p, _ in plan.partitions],
             "procs": [],
             "started": time.time(),
+            "drains": drains,
         }
 
         def remember(p: procs.Proc) -> None:
@@ -278,7 +304,7 @@ class Twin:
             atomic_write_json(self.state_file, record)
 
         try:
-            self._start_all(plan, remember, progress, timeout)
+            self._start_all(plan, remember, progress, timeout, drains)
         except BaseException:
             progress("start failed: stopping what was started")
             procs.stop(started)
@@ -292,9 +318,11 @@ class Twin:
 
     def _clean_runtime_files(self) -> None:
         for rel in ("munge/munge.socket.2", "munge/munge.socket.2.lock", "munge/munged.pid",
-                    "mysql/mysqld.sock", "mysql/mysqld.pid", "ctld/slurmctld.pid",
-                    "dbd/slurmdbd.pid"):
+                    "ctld/slurmctld.pid", "dbd/slurmdbd.pid"):
             (self.state_dir / rel).unlink(missing_ok=True)
+        db = mariadb.layout(self.state_dir)
+        db.socket.unlink(missing_ok=True)
+        db.pid_file.unlink(missing_ok=True)
         nodes = self.state_dir / "nodes"
         if nodes.is_dir():
             for pid in nodes.glob("*/slurmd.pid"):
@@ -305,6 +333,7 @@ class Twin:
         for sub in ("etc", "munge", "ctld/state", "dbd", "mysql", "nodes", "log"):
             (s / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(s / "munge", 0o711)
+        os.chmod(s / "mysql", 0o700)
         atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
         atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
         atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
@@ -328,7 +357,7 @@ class Twin:
         return env
 
     def _start_all(self, plan: TwinPlan, remember: Callable[[procs.Proc], None],
-                   progress: Progress, timeout: float) -> None:
+                   progress: Progress, timeout: float, drains: dict[str, str]) -> None:
         s = self.state_dir
         db_password = self._db_password() if plan.accounting else None
         self._write_files(plan, db_password)
@@ -371,12 +400,25 @@ class Twin:
         self._add_hosts_block(plan)
 
         progress("waiting for nodes to be idle")
+        self._wait_nodes_ready(plan, slurmds, drains, timeout, ctld_log)
+        self._apply_drains(drains, progress)
+
+        if plan.accounting:
+            progress("waiting for sacct")
+            self._wait(lambda: self._run(["sacct", "-n", "-X", "-o", "JobID"]).returncode == 0,
+                       "sacct", None, timeout, str(s / "dbd" / "slurmdbd.log"))
+
+    def _wait_nodes_ready(self, plan: TwinPlan, slurmds: list[tuple[Any, procs.Proc]],
+                          drains: dict[str, str], timeout: float, ctld_log: Path) -> None:
+        """Every node up; an operator's drained node may stay drained (it is kept)."""
         deadline = time.monotonic() + timeout
+        names = {n.name for n, _ in slurmds}
         while True:
             states = self._node_states()
-            bad = [name for name, st in states.items() if st not in ("idle", "mixed", "allocated")]
+            bad = [name for name, st in states.items()
+                   if not _node_ready(st, kept_drained=name in drains)]
             if states and not bad and len(states) == len(plan.nodes):
-                break
+                return
             for n, p in slurmds:
                 if not procs.is_running(p):
                     log = plan.node_dir(n.name) / "slurmd.log"
@@ -388,17 +430,38 @@ class Twin:
                     f"nodes not idle after {timeout:.0f}s: "
                     + ", ".join(f"{k}={states.get(k)}" for k in bad[:5]),
                     "read the slurmctld log", log=str(ctld_log))
-            # a node left DOWN/DRAIN by a previous run of this state dir
+            # a node left DOWN (or drained by the twin itself) by a previous run
             for name in bad:
-                if states.get(name, "").startswith(("down", "drain")) and name in {
-                        n.name for n, _ in slurmds}:
+                st = states.get(name, "")
+                if name in drains and st.startswith("drain"):
+                    continue  # an operator's drain: wait for its slurmd, keep the drain
+                if st.startswith(("down", "drain")) and name in names:
                     self._run(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
             time.sleep(0.25)
 
-        if plan.accounting:
-            progress("waiting for sacct")
-            self._wait(lambda: self._run(["sacct", "-n", "-X", "-o", "JobID"]).returncode == 0,
-                       "sacct", None, timeout, str(s / "dbd" / "slurmdbd.log"))
+    def _apply_drains(self, drains: dict[str, str], progress: Progress) -> None:
+        """Drain again what an operator had drained before the twin stopped."""
+        states = self._node_states()
+        for name, reason in sorted(drains.items()):
+            if name not in states or states[name].startswith("drain"):
+                continue
+            progress(f"keeping {name} drained: {reason}")
+            self._run(["scontrol", "update", f"NodeName={name}", "State=DRAIN",
+                       f"Reason={reason}"])
+
+    def _record_drains(self, state: dict[str, Any], running: list[procs.Proc]) -> None:
+        """Remember drained nodes and reasons while slurmctld still answers."""
+        if not any(p.name == "slurmctld" and procs.is_running(p) for p in running):
+            return
+        r = self._run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"])
+        if r.returncode != 0:
+            return
+        drains: dict[str, str] = {}
+        for line in r.stdout.splitlines():
+            name, st, reason = [*line.split("|", 2), "", ""][:3]
+            if "drain" in st.lower():
+                drains[name] = reason.strip() or "drained before the twin stopped"
+        state["drains"] = drains
 
     def _db_password(self) -> str:
         pw_file = self.state_dir / "mysql" / "slurm.password"
@@ -412,33 +475,18 @@ class Twin:
                           remember: Callable[[procs.Proc], None], progress: Progress,
                           timeout: float) -> None:
         s = self.state_dir
-        datadir = s / "mysql" / "data"
-        mysql_log = s / "mysql" / "mysqld.log"
-        if not (datadir / "mysql").is_dir():
+        db = mariadb.layout(s)
+        mariadb.prepare(db)
+        if not mariadb.initialised(db):
             progress("initialising MariaDB data folder")
-            self._install_db(datadir, plan.user, env, mysql_log)
+            mariadb.install(db, env, s)
         progress("starting MariaDB")
-        p = procs.spawn("mariadbd", [
-            "mariadbd", "--no-defaults", f"--datadir={datadir}",
-            f"--socket={plan.mysql_socket}", f"--port={plan.ports.mysql}",
-            "--bind-address=127.0.0.1", f"--user={plan.user}",
-            f"--pid-file={s}/mysql/mysqld.pid", f"--log-error={mysql_log}",
-            "--skip-name-resolve", "--skip-log-bin", "--performance-schema=OFF",
-            "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
-            "--max-connections=64",
-            "--innodb-flush-log-at-trx-commit=2",
-        ], s / "log" / "mariadbd.out", env, s)
+        p = procs.spawn("mariadbd", mariadb.server_argv(db, plan.ports.mysql),
+                        s / "log" / "mariadbd.out", env, s)
         remember(p)
-        sql = (
-            "CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
-            f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{db_password}'; "
-            f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{db_password}'; "
-            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
-        )
-        mysql = ["mariadb", "--no-defaults", f"--socket={plan.mysql_socket}", "-u", "root",
-                 "-e", sql]
-        self._wait(lambda: subprocess.run(mysql, capture_output=True, env=env).returncode == 0,
-                   "mariadbd", p, timeout, str(mysql_log))
+        setup = mariadb.client_argv(db, mariadb.setup_sql(db_password))
+        self._wait(lambda: subprocess.run(setup, capture_output=True, env=env).returncode == 0,
+                   "mariadbd", p, timeout, str(db.log))
         progress("starting slurmdbd")
         dbd_log = s / "dbd" / "slurmdbd.log"
         p = procs.spawn("slurmdbd", ["slurmdbd", "-D"], s / "log" / "slurmdbd.out", env, s)
@@ -454,23 +502,6 @@ class Twin:
             return False
 
         self._wait(cluster_registered, "slurmdbd", p, timeout, str(dbd_log))
-
-    def _install_db(self, datadir: Path, user: str, env: dict[str, str], log: Path) -> None:
-        argv = ["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", f"--user={user}",
-                "--auth-root-authentication-method=normal", "--skip-test-db"]
-        for attempt in range(2):
-            shutil.rmtree(datadir, ignore_errors=True)
-            r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=self.state_dir)
-            if r.returncode == 0:
-                return
-            atomic_write_text(log, r.stdout + r.stderr)
-            if attempt == 0:
-                time.sleep(1)  # a passing failure (seen under heavy load): try once more
-        errors = [ln for ln in (r.stderr + r.stdout).splitlines() if "[ERROR]" in ln]
-        detail = (errors or (r.stderr.strip().splitlines() or ["?"]))[0]
-        raise PctkError(f"mariadb-install-db failed: {detail}",
-                        "check that mariadb-server is installed and the disk has room",
-                        log=str(log))
 
     def _wait(self, ready: Callable[[], bool], what: str, proc: procs.Proc | None,
               timeout: float, log: str) -> None:
@@ -557,6 +588,8 @@ class Twin:
             ps = self._procs(state)
             running = [p for p in ps if procs.is_running(p)]
             ctld = [p for p in running if p.name == "slurmctld"]
+            if ctld and state is not None:
+                self._record_drains(state, running)
             if ctld:
                 progress("cancelling jobs")
                 self._cancel_all_jobs()
@@ -577,6 +610,7 @@ class Twin:
                 state["stopped"] = time.time()
                 atomic_write_json(self.state_file, state)
         if purge:
+            mariadb.purge(mariadb.layout(self.state_dir))
             shutil.rmtree(self.state_dir, ignore_errors=True)
         return [p.name for p in running]
 
@@ -602,8 +636,9 @@ class Twin:
             for p in ps
         ]
         running = bool(ps) and all(d["running"] for d in daemons)
+        ctld_up = any(d["name"] == "slurmctld" and d["running"] for d in daemons)
         nodes: list[dict[str, str]] = []
-        if running:
+        if ctld_up:
             r = self._run(["sinfo", "-h", "-N", "-o", "%N|%P|%T|%c|%G|%E"])
             for line in r.stdout.splitlines():
                 name, part, st, cpus, gres, reason = (line.split("|") + [""] * 6)[:6]

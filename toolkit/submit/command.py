@@ -142,7 +142,9 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     if not job.argv:
         raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
     folder = folder or jobs_dir() / uuid.uuid4().hex[:12]
-    folder.mkdir(parents=True, exist_ok=True)
+    # private: scripts, job.json and the logs Slurm writes into it are the owner's alone
+    # (mode 0700 less the umask; the job's own umask, and so its programs' files, unchanged)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     chunks: list[tuple[int, list[int], int | None]] = []
     if job.array is not None:
         indices, limit = parse_array(job.array)
@@ -157,7 +159,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     for ci, (base, idx, limit) in enumerate(chunks or [(0, [], None)]):
         script = render_script(job, folder, offset=base)
         script_path = folder / ("job.sh" if not chunks or ci == 0 else f"job-{ci}.sh")
-        atomic_write_text(script_path, script, 0o755)
+        atomic_write_text(script_path, script, 0o700)
         argv = _sbatch_args(job, folder)
         if chunks:
             spec = ",".join(map(str, idx)) if len(idx) < 50 else _compact(idx)

@@ -108,6 +108,9 @@ class ClusterExecutor(SlurmExecutor):
         **slurm_params: tp.Any,
     ) -> None:
         super().__init__(folder, max_num_timeout=max_num_timeout, python=python)
+        # a new job folder is private (0700 less the umask), like `pctk submit`'s
+        utils.JobPaths.get_first_id_independent_folder(self.folder).mkdir(
+            mode=0o700, parents=True, exist_ok=True)
         self.topology = load_cluster(cluster)
         self.queue = self.topology.queue(queue) if queue else self.topology.queues[0]
         self.resource = _pick_resource(self.queue, compute_resource)
@@ -200,7 +203,7 @@ class ClusterExecutor(SlurmExecutor):
         if len(delayed_submissions) == 1:
             return super()._internal_process_submissions(delayed_submissions)
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         timeout_min = self.parameters.get("time", 5)
         size = max_array_size()
         jobs: list[core.Job[tp.Any]] = []

@@ -1,0 +1,147 @@
+"""The twin's MariaDB: unprivileged, private socket, no file I/O, loopback TCP only.
+
+Who runs it: the twin's own user; when the twin is started by root, the ``mysql`` account
+that mariadb-server creates (an unprivileged, no-login system account; adding an account of
+our own would edit the passwd database of a shared machine). A non-root server cannot enter
+a root-only state folder such as /root/.local/state, so a root twin keeps its database in
+``/var/lib/pctk/twin-mariadb/<hash of the state folder>``, owned by ``mysql``, mode 0700.
+
+Who can connect: the database's root account authenticates by the client's Unix user
+(``unix_socket``) and only through the socket, whose folder is 0700: local users other than
+the server's account and the OS root cannot reach the socket, and no root account accepts TCP.
+slurmdbd uses its own password account, limited to 127.0.0.1 and the accounting database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_text
+
+ROOT_HOMES = Path("/var/lib/pctk/twin-mariadb")
+# written once the data folder was initialised this way; older data folders (empty root
+# password, root-owned) are recreated
+LAYOUT_MARK = "pctk-layout-2"
+
+
+@dataclass(frozen=True)
+class DbLayout:
+    owner: str  # the Unix account mariadbd runs as
+    home: Path  # 0700, owned by ``owner``: data, socket, pid, log, file-I/O folder
+
+    @property
+    def datadir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def socket(self) -> Path:
+        return self.home / "mysqld.sock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "mysqld.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "mysqld.log"
+
+    @property
+    def files_dir(self) -> Path:
+        """secure_file_priv: an empty folder only the server's account can use."""
+        return self.home / "files"
+
+
+def layout(state_dir: Path) -> DbLayout:
+    if os.geteuid() != 0:
+        return DbLayout(pwd.getpwuid(os.getuid()).pw_name, state_dir / "mysql")
+    key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
+    return DbLayout("mysql", ROOT_HOMES / key)
+
+
+def admin_user() -> str:
+    """The database account pctk itself uses: the caller's, via the socket (unix_socket)."""
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def prepare(db: DbLayout) -> None:
+    """Create the private folders, owned by the server's account."""
+    if os.geteuid() == 0:
+        ROOT_HOMES.mkdir(parents=True, exist_ok=True)
+        os.chmod(ROOT_HOMES.parent, 0o755)
+        os.chmod(ROOT_HOMES, 0o755)
+    try:
+        ent = pwd.getpwnam(db.owner)
+    except KeyError:
+        raise PctkError(f"no `{db.owner}` account on this machine to run the twin's MariaDB",
+                        "install mariadb-server (it creates the account)") from None
+    for d in (db.home, db.files_dir):
+        d.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            os.chown(d, ent.pw_uid, ent.pw_gid)
+        os.chmod(d, 0o700)
+
+
+def initialised(db: DbLayout) -> bool:
+    return (db.datadir / "mysql").is_dir() and (db.home / LAYOUT_MARK).exists()
+
+
+def install(db: DbLayout, env: dict[str, str], cwd: Path) -> None:
+    argv = ["mariadb-install-db", "--no-defaults", f"--datadir={db.datadir}",
+            f"--user={db.owner}", "--auth-root-authentication-method=socket",
+            "--skip-test-db"]
+    for attempt in range(2):
+        shutil.rmtree(db.datadir, ignore_errors=True)
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+        if r.returncode == 0:
+            atomic_write_text(db.home / LAYOUT_MARK, "unix_socket root, private home\n", 0o600)
+            return
+        atomic_write_text(db.log, r.stdout + r.stderr)
+        if attempt == 0:
+            time.sleep(1)  # a passing failure (seen under heavy load): try once more
+    errors = [ln for ln in (r.stderr + r.stdout).splitlines() if "[ERROR]" in ln]
+    detail = (errors or (r.stderr.strip().splitlines() or ["?"]))[0]
+    raise PctkError(f"mariadb-install-db failed: {detail}",
+                    "check that mariadb-server is installed and the disk has room",
+                    log=str(db.log))
+
+
+def server_argv(db: DbLayout, port: int) -> list[str]:
+    return [
+        "mariadbd", "--no-defaults", f"--datadir={db.datadir}", f"--user={db.owner}",
+        f"--socket={db.socket}", f"--port={port}", "--bind-address=127.0.0.1",
+        f"--pid-file={db.pid_file}", f"--log-error={db.log}",
+        # no reading or writing of server-side files, no client-side file loading
+        f"--secure-file-priv={db.files_dir}", "--local-infile=0", "--skip-symbolic-links",
+        "--skip-name-resolve", "--skip-log-bin", "--performance-schema=OFF",
+        "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
+        "--max-connections=64", "--innodb-flush-log-at-trx-commit=2",
+    ]
+
+
+def client_argv(db: DbLayout, sql: str) -> list[str]:
+    return ["mariadb", "--no-defaults", f"--socket={db.socket}", "-u", admin_user(),
+            "-e", sql]
+
+
+def setup_sql(password: str) -> str:
+    """slurmdbd's database and account; no anonymous or remote accounts left."""
+    return (
+        "DELETE FROM mysql.global_priv WHERE User='' "
+        "OR (User='root' AND Host<>'localhost'); "
+        "CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
+        f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+        f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+        "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
+    )
+
+
+def purge(db: DbLayout) -> None:
+    shutil.rmtree(db.home, ignore_errors=True)
