@@ -192,3 +192,25 @@ def test_lints_survive_malformed_shapes() -> None:
     for data in (None, [], {"Scheduling": "x"}, {"Scheduling": {"SlurmQueues": [1, None]}},
                  {"Scheduling": {"SlurmQueues": [{"ComputeResources": [{"MinCount": "a"}]}]}}):
         run_lints(data)
+
+
+@pytest.mark.parametrize(("throughput", "capacity", "expected"), [
+    (12, 6000, []), (12, 4800, ["fsx-capacity"]), (40, 1800, []), (40, 2400, ["fsx-capacity"]),
+])
+def test_fsx_hdd_is_judged_by_the_hdd_rule(base: Config, throughput: int, capacity: int,
+                                           expected: list[str]) -> None:
+    """An HDD file system (key ``StorageType``) is not held to the SSD 1,200/2,400 GiB rule."""
+    base["SharedStorage"][0]["FsxLustreSettings"] = {
+        "StorageCapacity": capacity, "DeploymentType": "PERSISTENT_1", "StorageType": "HDD",
+        "PerUnitStorageThroughput": throughput,
+    }
+    assert [f.code for f in run_lints(base) if f.code == "fsx-capacity"] == expected
+
+
+def test_capacity_block_target_at_queue_level_is_honoured(base: Config) -> None:
+    queue = base["Scheduling"]["SlurmQueues"][0]
+    queue["CapacityReservationTarget"] = gpu_cr(base).pop("CapacityReservationTarget")
+    assert [f for f in run_lints(base) if f.code == "capacity-block"] == []
+    del queue["CapacityReservationTarget"]
+    assert [f.path_str for f in run_lints(base) if f.code == "capacity-block"] == [
+        "Scheduling.SlurmQueues[0].ComputeResources[0]"]

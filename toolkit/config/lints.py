@@ -246,7 +246,7 @@ class FsxCapacityLint(Lint):
                 continue
             deployment = str(settings.get("DeploymentType", FSX_DEFAULT_DEPLOYMENT))
             problem = fsx_capacity_problem(capacity, deployment,
-                                           str(settings.get("FsxStorageType", "SSD")),
+                                           str(settings.get("StorageType", "SSD")),
                                            settings.get("PerUnitStorageThroughput"))
             if problem:
                 yield self.finding(Level.ERROR, path,
