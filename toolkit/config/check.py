@@ -107,7 +107,7 @@ def check_file(path: str | Path, variables: Mapping[str, str] | None = None,
         text = read_text(path)
     except PctkError as exc:
         report = CheckReport(str(path), usable=False, schema_version=parallelcluster_version())
-        report.findings.append(Finding(Level.ERROR, "yaml", "unreadable", (), exc.message,
-                                       exc.hint))
+        message = exc.message.removeprefix(f"{path}: ")  # the report names the file already
+        report.findings.append(Finding(Level.ERROR, "yaml", "unreadable", (), message, exc.hint))
         return report
     return check_text(text, str(path), variables, environ)

@@ -60,7 +60,17 @@ def new(
         typer.echo(f"wrote {output}", err=True)
 
 
+def _print_unusable(report: Any) -> None:
+    """Unusable input: one line on stderr, like every other pctk input error."""
+    f = report.errors[0]
+    hint = f"; fix: {f.hint}" if f.hint else ""
+    typer.echo(f"pctk: error: {f.where(report.source)}: {f.message}{hint}", err=True)
+
+
 def _print_report(report: Any) -> None:
+    if not report.usable:
+        _print_unusable(report)
+        return
     if not report.findings:
         typer.echo(f"{report.source}: valid (aws-parallelcluster {report.schema_version} "
                    "schema, pctk lints)")
@@ -78,7 +88,9 @@ def _print_report(report: Any) -> None:
 
 @app.command("check")
 def check(
-    files: Annotated[list[Path], typer.Argument(help="ParallelCluster YAML files.")],
+    # readable=False: an unreadable file is a per-file finding (one line, exit 2), not a usage error
+    files: Annotated[list[Path],
+                     typer.Argument(help="ParallelCluster YAML files.", readable=False)],
     var: VarList = None,
     as_json: JsonFlag = False,
 ) -> None:
