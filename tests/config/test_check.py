@@ -174,8 +174,12 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     capsys.readouterr()
     assert main(["config", "check", "--json", str(bad)]) == 1
     out = json.loads(capsys.readouterr().out)
-    (finding,) = out["files"][0]["findings"]
-    assert finding["code"] == "min-gt-max" and finding["line"] is not None
+    (finding,) = [f for f in out["files"][0]["findings"] if f["level"] == "ERROR"]
+    assert finding["code"] == "ComputeResourceSizeValidator" and finding["line"] is not None
+    assert finding["path"] == "Scheduling.SlurmQueues[1].ComputeResources[0].MinCount"
+    skipped = {s["validator"]: s["reason"] for s in out["files"][0]["validators"]["skipped"]}
+    assert skipped["InstanceTypeValidator"] == "needs AWS data (ec2.list_instance_types)"
+    assert "ComputeResourceSizeValidator" in out["files"][0]["validators"]["ran"]
     assert main(["config", "check", "--var", "novalue", str(P5)]) == 2
 
 

@@ -71,19 +71,40 @@ def _print_report(report: Any) -> None:
     if not report.usable:
         _print_unusable(report)
         return
+    checks = f"aws-parallelcluster {report.schema_version} schema"
+    if report.upstream is not None and report.upstream.ran:
+        checks += f" and {len(report.upstream.ran)} of its validators"
     if not report.findings:
-        typer.echo(f"{report.source}: valid (aws-parallelcluster {report.schema_version} "
-                   "schema, pctk lints)")
+        typer.echo(f"{report.source}: valid ({checks}, pctk lints)")
+    else:
+        for f in report.findings:
+            where = f.where(report.source)
+            hint = f" (fix: {f.hint})" if f.hint else ""
+            typer.echo(f"{f.level.value:7} {where} {f.path_str}: {f.message}{hint}")
+        counts = {lvl: sum(1 for f in report.findings if f.level.value == lvl)
+                  for lvl in ("ERROR", "WARNING", "INFO")}
+        summary = ", ".join(f"{n} {lvl.lower()}{'s' if n > 1 else ''}"
+                            for lvl, n in counts.items() if n)
+        typer.echo(f"{report.source}: {summary} ({checks}, pctk lints)")
+    _print_skipped(report)
+
+
+def _print_skipped(report: Any) -> None:
+    """Upstream validators that could not run offline, grouped by what they needed."""
+    upstream = report.upstream
+    if upstream is None:
         return
-    for f in report.findings:
-        where = f.where(report.source)
-        hint = f" (fix: {f.hint})" if f.hint else ""
-        typer.echo(f"{f.level.value:7} {where} {f.path_str}: {f.message}{hint}")
-    counts = {lvl: sum(1 for f in report.findings if f.level.value == lvl)
-              for lvl in ("ERROR", "WARNING", "INFO")}
-    summary = ", ".join(f"{n} {lvl.lower()}{'s' if n > 1 else ''}"
-                        for lvl, n in counts.items() if n)
-    typer.echo(f"{report.source}: {summary} (aws-parallelcluster {report.schema_version} schema)")
+    if upstream.not_run:
+        typer.echo(f"  upstream validators not run: {upstream.not_run}")
+        return
+    by_reason: dict[str, list[str]] = {}
+    for s in upstream.skipped:
+        by_reason.setdefault(s.reason, []).append(s.validator)
+    if by_reason:
+        typer.echo(f"  skipped {len(upstream.skipped)} upstream validators that need AWS "
+                   "(pcluster create-cluster runs them):")
+    for reason, names in sorted(by_reason.items()):
+        typer.echo(f"    {reason}: {', '.join(sorted(set(names)))}")
 
 
 @app.command("check")
