@@ -261,3 +261,28 @@ def test_validators_do_not_run_on_a_config_the_schema_rejects(base: Config) -> N
     report = check_official(base)
     assert report.ran == [] and report.not_run
     assert [f.path_str for f in report.findings] == ["Image.Os"]
+
+
+def test_a_broad_config_validates_offline(base: Config) -> None:
+    """Login nodes, a multi-type compute resource, EBS/EFS/FSx, custom actions, IAM, DevSettings:
+    registration that reaches for AWS data is skipped, everything else runs."""
+    base["LoginNodes"] = {"Pools": [{"Name": "login", "InstanceType": "c5.xlarge", "Count": 1,
+                                     "Networking": {"SubnetIds": [SUBNET_B]}}]}
+    queue(base, 1)["ComputeResources"].append({"Name": "Flex_1", "Instances": [
+        {"InstanceType": "c5.xlarge"}, {"InstanceType": "c5a.xlarge"}]})
+    queue(base, 1)["Iam"] = {"S3Access": [{"BucketName": "my-data"}]}
+    base["SharedStorage"].append({"Name": "scratch", "StorageType": "Ebs", "MountDir": "/scratch",
+                                  "EbsSettings": {"VolumeType": "gp2", "Iops": 100}})
+    base["HeadNode"]["CustomActions"] = {"OnNodeStart": {"Script": "s3://my-bucket/start.sh"}}
+    base["DevSettings"] = {"Cookbook": {"ChefCookbook": "https://example.com/cookbook.tgz"}}
+    report = check_official(base)
+    assert report.not_run is None
+    messages = {(f.code, f.path_str): f.message for f in report.findings}
+    assert messages[("EbsVolumeIopsValidator", "SharedStorage[2]")] == (
+        "The parameter IOPS is not supported for gp2 volumes.")
+    # registered before that resource's registration reached for AWS data: still runs
+    assert "Invalid name 'Flex_1'" in messages[
+        ("NameValidator", "Scheduling.SlurmQueues[1].ComputeResources[1].Name")]
+    skipped = {s.validator for s in report.skipped}
+    assert {"SlurmFlexibleComputeResource validators", "UrlValidator", "SubnetsValidator"} <= (
+        skipped)
