@@ -286,3 +286,14 @@ def test_a_broad_config_validates_offline(base: Config) -> None:
     skipped = {s.validator for s in report.skipped}
     assert {"SlurmFlexibleComputeResource validators", "UrlValidator", "SubnetsValidator"} <= (
         skipped)
+
+
+def test_region_check_uses_the_packaged_region_list(base: Config) -> None:
+    """pcluster falls back to its packaged region list when the fetch is refused: RegionValidator
+    runs on it, in the first check of a process as in later ones."""
+    assert "RegionValidator" in check_official(base).ran
+    base["Region"] = "xx-nowhere-1"
+    report = check_official(base)
+    assert "RegionValidator" in report.ran
+    (hit,) = [f for f in report.findings if f.code == "RegionValidator"]
+    assert hit.message == "Region 'xx-nowhere-1' is not yet officially supported by ParallelCluster"

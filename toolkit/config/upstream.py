@@ -21,6 +21,7 @@ Skipped validators are listed by name with the AWS call that made them unusable 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -80,6 +81,7 @@ def _validate(config: Any, data: Any, session: OfflineSession) -> UpstreamReport
     from pcluster.validators.common import ValidatorContext
 
     report = UpstreamReport()
+    _load_region_list()
     paths = resource_paths(config, data)
     ran: set[str] = set()
     skipped: dict[tuple[str, str], Skipped] = {}
@@ -112,6 +114,17 @@ def _validate(config: Any, data: Any, session: OfflineSession) -> UpstreamReport
     report.skipped = sorted(skipped.values(), key=lambda s: (s.validator, s.reason))
     report.findings = _dedupe(report.findings)
     return report
+
+
+def _load_region_list() -> None:
+    """RegionValidator reads a region list fetched once per process, falling back to the copy
+    packaged with pcluster when the fetch fails. Fetch it (refused: the packaged copy) before
+    the validators run, so RegionValidator runs on the same data in every check of a process
+    instead of being skipped in the first one only."""
+    from pcluster.utils import retrieve_supported_regions
+
+    with suppress(Exception):  # without the list RegionValidator is skipped, as before
+        retrieve_supported_regions()
 
 
 def _post_order(root: Any) -> Iterator[Any]:
