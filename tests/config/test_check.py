@@ -219,12 +219,12 @@ def test_cli_new_show_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["config", "show", str(tmp_path / "nope.yaml")]) == 2
 
 
-def run_check_cli(*args: str, timeout: float = 60, prefix: tuple[str, ...] = ()
-                  ) -> subprocess.CompletedProcess[str]:
+def run_check_cli(*args: str, timeout: float = 60, prefix: tuple[str, ...] = (),
+                  command: tuple[str, ...] = ("check",)) -> subprocess.CompletedProcess[str]:
     """``pctk config check`` in a child process, so a hang or a memory blow-up cannot take
     the test session with it."""
-    return subprocess.run([*prefix, sys.executable, "-m", "toolkit.cli", "config", "check", *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return subprocess.run([*prefix, sys.executable, "-m", "toolkit.cli", "config", *command,
+                           *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], *expected: str) -> None:
@@ -269,8 +269,9 @@ def test_unreadable_file_is_one_line_exit_2() -> None:
             if shutil.which("setpriv") is None:
                 pytest.fail("setpriv is needed to run this check as a non-root user")
             prefix = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
-        proc = run_check_cli(str(secret), prefix=prefix)
-        assert_one_line_exit_2(proc, str(secret), "cannot read (Permission denied)")
+        for command in (("check",), ("show",), ("new", "--spec"), ("upgrade", "--in-place")):
+            proc = run_check_cli(str(secret), prefix=prefix, command=command)
+            assert_one_line_exit_2(proc, str(secret), "cannot read (Permission denied)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

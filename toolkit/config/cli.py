@@ -39,7 +39,8 @@ def _load(path: Path) -> Any:
 
 @app.command("new")
 def new(
-    spec: Annotated[Path, typer.Option("--spec", help="Spec YAML (see cluster-configs/specs).")],
+    spec: Annotated[Path, typer.Option("--spec", help="Spec YAML (see cluster-configs/specs).",
+                                       readable=False)],
     output: OutputPath = None,
     var: VarList = None,
     allow_unknown_types: Annotated[bool, typer.Option(
@@ -154,7 +155,8 @@ def _print_skipped(report: Any) -> None:
 
 @app.command("check")
 def check(
-    # readable=False: an unreadable file is a per-file finding (one line, exit 2), not a usage error
+    # readable=False here and below: an unreadable file is pctk's one-line error (exit 2) naming
+    # the file, not typer's usage error
     files: Annotated[list[Path],
                      typer.Argument(help="ParallelCluster YAML files.", readable=False)],
     var: VarList = None,
@@ -182,7 +184,8 @@ def check(
 
 @app.command("upgrade")
 def upgrade(
-    file: Annotated[Path, typer.Argument(help="Config written for an older ParallelCluster.")],
+    file: Annotated[Path, typer.Argument(help="Config written for an older ParallelCluster.",
+                                         readable=False)],
     output: OutputPath = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite FILE itself.")] = False,
     as_json: JsonFlag = False,
@@ -215,7 +218,7 @@ def upgrade(
 
 
 @app.command("show")
-def show(file: Annotated[Path, typer.Argument()], as_json: JsonFlag = False) -> None:
+def show(file: Annotated[Path, typer.Argument(readable=False)], as_json: JsonFlag = False) -> None:
     """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
     from rich.console import Console
     from rich.table import Table
@@ -250,7 +253,8 @@ def show(file: Annotated[Path, typer.Argument()], as_json: JsonFlag = False) -> 
 
 
 @app.command("diff")
-def diff(a: Annotated[Path, typer.Argument()], b: Annotated[Path, typer.Argument()],
+def diff(a: Annotated[Path, typer.Argument(readable=False)],
+         b: Annotated[Path, typer.Argument(readable=False)],
          as_json: JsonFlag = False) -> None:
     """Semantic differences by YAML path (queues, resources, storage matched by Name).
 
