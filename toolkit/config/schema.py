@@ -21,8 +21,6 @@ from functools import cache
 from typing import Any
 from unittest import mock
 
-import boto3
-
 from toolkit.config.findings import Finding, Level, YamlPath
 
 SCHEMA_CLUSTER_NAME = "pctk-check"
@@ -67,6 +65,8 @@ class OfflineSession:
 def offline_aws(region: str) -> Iterator[OfflineSession]:
     """Patch the AWS API object out, hide credentials, refuse boto3 clients (some validators
     build their own, e.g. ``IamClient()``) and the network meanwhile."""
+    import boto3
+
     hidden = {k: "" for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
     env = {"AWS_DEFAULT_REGION": region, "AWS_EC2_METADATA_DISABLED": "true", **hidden}
     session = OfflineSession()
