@@ -131,6 +131,10 @@ def duplicate_queue_name(c: Config) -> None:
     queue(c, 1)["Name"] = "gpu"
 
 
+def duplicate_compute_resource_name(c: Config) -> None:
+    queue(c, 1)["ComputeResources"].append(dict(cr(c, 1)))
+
+
 def efa_without_explicit_placement_group(c: Config) -> None:
     del queue(c, 0)["CapacityType"]
     del cr(c, 0)["CapacityReservationTarget"]
@@ -162,20 +166,20 @@ RULES: list[tuple[Callable[[Config], None], str, Level, str, str]] = [
      "MungeKeySecretArn", "Scheduling.SlurmSettings"),
     (database_and_external_slurmdbd, "ExternalSlurmdbdVsDatabaseIncompatibility", Level.ERROR,
      "Database", "Scheduling.SlurmSettings"),
-    (duplicate_mount_dir, "DuplicateMountDirValidator", Level.ERROR, "/fsx", "<root>"),
+    (duplicate_mount_dir, "DuplicateMountDirValidator", Level.ERROR, "/fsx", "SharedStorage"),
     (reserved_mount_dir, "SharedStorageMountDirValidator", Level.ERROR,
      "/opt is reserved", "SharedStorage[0].MountDir"),
     (storage_named_default, "SharedStorageNameValidator", Level.ERROR,
      "It is forbidden to use 'default' as a name", "SharedStorage[0].Name"),
     (file_cache_on_home, "SharedFileCacheNotHomeValidator", Level.ERROR,
      "FileCache cannot be used to mount", "SharedStorage[1].MountDir"),
-    (six_ebs_volumes, "NumberOfStorageValidator", Level.ERROR, "EBS", "<root>"),
+    (six_ebs_volumes, "NumberOfStorageValidator", Level.ERROR, "EBS", "SharedStorage"),
     (managed_fsx_multi_subnet, "ManagedFsxMultiAzValidator", Level.ERROR,
-     "Managed FSx storage created by ParallelCluster is not supported", "<root>"),
+     "Managed FSx storage created by ParallelCluster is not supported", "SharedStorage"),
     (shared_fsx_volume_id, "DuplicateNameValidator", Level.ERROR,
-     "Shared Storage IDs name fsvol-0123456789abcdef0 must be unique", "<root>"),
+     "Shared Storage IDs name fsvol-0123456789abcdef0 must be unique", "SharedStorage"),
     (intel_hpc_platform, "IntelHpcOsValidator", Level.ERROR,
-     "When enabling intel software, the operating system", "<root>"),
+     "When enabling intel software, the operating system", "AdditionalPackages.IntelSoftware"),
     (min_gt_max, "ComputeResourceSizeValidator", Level.ERROR,
      "Max count must be greater than or equal to min count",
      "Scheduling.SlurmQueues[1].ComputeResources[0].MinCount"),
@@ -185,7 +189,9 @@ RULES: list[tuple[Callable[[Config], None], str, Level, str, str]] = [
     (bad_queue_name, "NameValidator", Level.ERROR, "Invalid name 'CPU_Queue'",
      "Scheduling.SlurmQueues[1].Name"),
     (duplicate_queue_name, "DuplicateNameValidator", Level.ERROR,
-     "Queue name gpu must be unique", "Scheduling"),
+     "Queue name gpu must be unique", "Scheduling.SlurmQueues"),
+    (duplicate_compute_resource_name, "DuplicateNameValidator", Level.ERROR,
+     "Compute resource name c5 must be unique", "Scheduling.SlurmQueues[1].ComputeResources"),
     (efa_without_explicit_placement_group, "EfaPlacementGroupValidator", Level.ERROR,
      "must be explicit", "Scheduling.SlurmQueues[0]"),
     (capacity_block_with_placement_group, "PlacementGroupCapacityTypeValidator", Level.WARNING,

@@ -34,6 +34,17 @@ LEVELS = {"ERROR": Level.ERROR, "WARNING": Level.WARNING, "INFO": Level.INFO}
 KEY_ALIASES = {"queues": "SlurmQueues", "settings": "SlurmSettings"}
 # validator arguments that name the resource a finding is about, and that resource's YAML key
 NAMING_ARGS = {"name": "Name", "mount_dir": "MountDir", "queue_name": "Name"}
+# validators registered by the cluster as a whole whose findings are about one section
+SECTION_OF = {
+    "NumberOfStorageValidator": ("SharedStorage",),
+    "DuplicateMountDirValidator": ("SharedStorage",),
+    "OverlappingMountDirValidator": ("SharedStorage",),
+    "ManagedFsxMultiAzValidator": ("SharedStorage",),
+    "IntelHpcOsValidator": ("AdditionalPackages", "IntelSoftware"),
+}
+# DuplicateNameValidator's resource_name -> the list it is about (below the registering path)
+DUPLICATE_LISTS = {"Queue": ("SlurmQueues",), "Compute resource": ("ComputeResources",),
+                   "Shared Storage": ("SharedStorage",), "Shared Storage IDs": ("SharedStorage",)}
 
 
 @dataclass(frozen=True)
@@ -238,6 +249,13 @@ def resource_paths(config: Any, data: Any) -> dict[int, YamlPath]:
 def _locate(validator: str, args: dict[str, Any], resource: Any, path: YamlPath,
             paths: dict[int, YamlPath]) -> YamlPath:
     """A finer path than the registering resource's, where the arguments say which part."""
+    if validator in SECTION_OF:
+        return SECTION_OF[validator]
+    if validator == "DuplicateNameValidator":
+        listed = DUPLICATE_LISTS.get(str(args.get("resource_name")))
+        if listed == ("SharedStorage",):
+            return listed
+        return (*path, *listed) if listed else path
     if validator == "ComputeResourceSizeValidator":
         for cr in getattr(resource, "compute_resources", None) or []:
             if (cr.min_count, cr.max_count) == (args.get("min_count"), args.get("max_count")):
