@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,10 @@ from toolkit.config.check import check_text
 from toolkit.config.drift import apply_upgrade
 from toolkit.config.findings import Level
 from toolkit.config.schema import check_schema
+from toolkit.errors import PctkError
 from toolkit.paths import preset_path
+
+REPO = Path(__file__).resolve().parents[2]
 
 P5 = preset_path("p5-training")
 LOGIN = """LoginNodes:
@@ -63,7 +71,7 @@ def test_huge_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     big = tmp_path / "big.yaml"
     big.write_text("# pad\n" * 1_000_000)
     assert main(["config", "check", str(big)]) == 2
-    assert "larger than" in capsys.readouterr().out
+    assert "larger than" in capsys.readouterr().err
 
 
 def test_placeholders_filled_and_unresolved(base: dict[str, Any]) -> None:
@@ -166,8 +174,12 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     capsys.readouterr()
     assert main(["config", "check", "--json", str(bad)]) == 1
     out = json.loads(capsys.readouterr().out)
-    (finding,) = out["files"][0]["findings"]
-    assert finding["code"] == "min-gt-max" and finding["line"] is not None
+    (finding,) = [f for f in out["files"][0]["findings"] if f["level"] == "ERROR"]
+    assert finding["code"] == "ComputeResourceSizeValidator" and finding["line"] is not None
+    assert finding["path"] == "Scheduling.SlurmQueues[1].ComputeResources[0].MinCount"
+    skipped = {s["validator"]: s["reason"] for s in out["files"][0]["validators"]["skipped"]}
+    assert skipped["InstanceTypeValidator"] == "needs AWS data (ec2.list_instance_types)"
+    assert "ComputeResourceSizeValidator" in out["files"][0]["validators"]["ran"]
     assert main(["config", "check", "--var", "novalue", str(P5)]) == 2
 
 
@@ -205,3 +217,68 @@ def test_cli_new_show_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert changes == [{"kind": "changed", "old": 8, "new": 16,
                         "path": "Scheduling.SlurmQueues[cpu].ComputeResources[c5].MaxCount"}]
     assert main(["config", "show", str(tmp_path / "nope.yaml")]) == 2
+
+
+def run_check_cli(*args: str, timeout: float = 60, prefix: tuple[str, ...] = (),
+                  command: tuple[str, ...] = ("check",)) -> subprocess.CompletedProcess[str]:
+    """``pctk config check`` in a child process, so a hang or a memory blow-up cannot take
+    the test session with it."""
+    return subprocess.run([*prefix, sys.executable, "-m", "toolkit.cli", "config", *command,
+                           *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("pctk: error: ") and "Traceback" not in proc.stderr
+    for text in expected:
+        assert text in line
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "cluster.yaml"
+    os.mkfifo(fifo)
+    assert_one_line_exit_2(run_check_cli(str(fifo), timeout=30), "not a regular file (a FIFO)")
+
+
+def test_endless_device_is_refused_without_reading_it() -> None:
+    assert_one_line_exit_2(run_check_cli("/dev/zero", timeout=30), "a character device")
+
+
+def test_reads_stop_at_the_cap_whatever_st_size_says(tmp_path: Path) -> None:
+    from toolkit.config.yamlio import read_regular_bytes
+
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"x" * 101)
+    assert read_regular_bytes(path, 101) == b"x" * 101
+    with pytest.raises(PctkError, match="larger than the 100 bytes"):
+        read_regular_bytes(path, 100)
+
+
+def test_unreadable_file_is_one_line_exit_2() -> None:
+    """As a non-root user (root reads anything): ``setpriv`` to nobody when running as root."""
+    folder = Path(tempfile.mkdtemp(prefix="pctk-unreadable-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        secret = folder / "cluster.yaml"
+        secret.write_text(P5.read_text())
+        secret.chmod(0o000)
+        prefix: tuple[str, ...] = ()
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.fail("setpriv is needed to run this check as a non-root user")
+            prefix = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
+        for command in (("check",), ("show",), ("new", "--spec"), ("upgrade", "--in-place")):
+            proc = run_check_cli(str(secret), prefix=prefix, command=command)
+            assert_one_line_exit_2(proc, str(secret), "cannot read (Permission denied)")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_deep_brackets_are_one_line_exit_2(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 100_000)
+    assert_one_line_exit_2(run_check_cli(str(deep)), "nested too deeply")
+    report = check_text("x: " + "[" * 100_000, "deep.yaml")
+    assert report.exit_code == 2 and report.findings[0].stage == "yaml"

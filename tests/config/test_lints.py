@@ -32,20 +32,8 @@ def _ondemand_gpu(c: Config, efa: bool = True) -> None:
     gpu_cr(c)["Efa"] = {"Enabled": efa}
 
 
-def trip_min_gt_max(c: Config) -> None:
-    cpu_cr(c)["MinCount"] = 9
-
-
 def trip_cb_no_target(c: Config) -> None:
     del gpu_cr(c)["CapacityReservationTarget"]
-
-
-def trip_cb_min_ne_max(c: Config) -> None:
-    gpu_cr(c)["MinCount"] = 2
-
-
-def trip_pg_with_cb(c: Config) -> None:
-    c["Scheduling"]["SlurmQueues"][0]["Networking"]["PlacementGroup"] = {"Enabled": True}
 
 
 def trip_pg_with_odcr(c: Config) -> None:
@@ -69,24 +57,8 @@ def trip_multinode_no_efa(c: Config) -> None:
     gpu_cr(c)["Efa"] = {"Enabled": False}
 
 
-def trip_efa_no_pg(c: Config) -> None:
-    _ondemand_gpu(c)
-
-
 def trip_unknown_type(c: Config) -> None:
     cpu_cr(c)["InstanceType"] = "c7i.large"
-
-
-def trip_fsx(c: Config) -> None:
-    c["SharedStorage"][0]["FsxLustreSettings"]["StorageCapacity"] = 1300
-
-
-def trip_name(c: Config) -> None:
-    cpu_q(c)["Name"] = "CPU_Queue"
-
-
-def trip_duplicate(c: Config) -> None:
-    cpu_q(c)["Name"] = "gpu"
 
 
 def trip_no_accounting(c: Config) -> None:
@@ -99,10 +71,6 @@ def trip_secret(c: Config) -> None:
 
 def trip_empty_queue(c: Config) -> None:
     cpu_q(c)["ComputeResources"] = []
-
-
-def ok_fsx(c: Config) -> None:
-    c["SharedStorage"][0]["FsxLustreSettings"]["StorageCapacity"] = 7200
 
 
 def ok_efa_pg(c: Config) -> None:
@@ -122,32 +90,20 @@ def ok_external_slurmdbd(c: Config) -> None:
     c["Scheduling"]["SlurmSettings"]["ExternalSlurmdbd"] = {"Host": "10.0.0.5"}
 
 
-def ok_fsx_existing(c: Config) -> None:
-    c["SharedStorage"][0]["FsxLustreSettings"] = {"FileSystemId": "fs-0123456789abcdef0"}
-
-
 TRIPS = [
-    ("min-gt-max", Level.ERROR, trip_min_gt_max, "MinCount"),
     ("capacity-block", Level.ERROR, trip_cb_no_target, "ComputeResources[0]"),
-    ("capacity-block", Level.ERROR, trip_cb_min_ne_max, "MinCount"),
-    ("placement-group-reservation", Level.WARNING, trip_pg_with_cb, "PlacementGroup"),
     ("placement-group-reservation", Level.WARNING, trip_pg_with_odcr, "PlacementGroup"),
     ("efa", Level.WARNING, trip_efa_off, "ComputeResources[0]"),
     ("efa", Level.ERROR, trip_efa_unsupported, "Efa.Enabled"),
     ("multinode-no-efa", Level.WARNING, trip_multinode_no_efa, "SlurmQueues[0]"),
-    ("efa-placement-group", Level.ERROR, trip_efa_no_pg, "SlurmQueues[0]"),
     ("unknown-instance-type", Level.WARNING, trip_unknown_type, "InstanceType"),
-    ("fsx-capacity", Level.ERROR, trip_fsx, "StorageCapacity"),
-    ("name", Level.ERROR, trip_name, "SlurmQueues[1].Name"),
-    ("duplicate-name", Level.ERROR, trip_duplicate, "Name"),
     ("no-accounting", Level.WARNING, trip_no_accounting, "SlurmSettings"),
     ("secret", Level.ERROR, trip_secret, "Tags[1].Value"),
     ("empty-queue", Level.ERROR, trip_empty_queue, "ComputeResources"),
 ]
 
 OKS = [
-    ("fsx-capacity", ok_fsx), ("fsx-capacity", ok_fsx_existing),
-    ("efa-placement-group", ok_efa_pg), ("placement-group-reservation", ok_efa_pg),
+    ("placement-group-reservation", ok_efa_pg),
     ("multinode-no-efa", ok_multinode_single), ("no-accounting", ok_external_slurmdbd),
     ("efa", trip_multinode_no_efa),  # reported once, by multinode-no-efa
 ]
@@ -192,3 +148,28 @@ def test_lints_survive_malformed_shapes() -> None:
     for data in (None, [], {"Scheduling": "x"}, {"Scheduling": {"SlurmQueues": [1, None]}},
                  {"Scheduling": {"SlurmQueues": [{"ComputeResources": [{"MinCount": "a"}]}]}}):
         run_lints(data)
+
+
+def test_capacity_block_target_at_queue_level_is_honoured(base: Config) -> None:
+    queue = base["Scheduling"]["SlurmQueues"][0]
+    queue["CapacityReservationTarget"] = gpu_cr(base).pop("CapacityReservationTarget")
+    assert [f for f in run_lints(base) if f.code == "capacity-block"] == []
+    del queue["CapacityReservationTarget"]
+    assert [f.path_str for f in run_lints(base) if f.code == "capacity-block"] == [
+        "Scheduling.SlurmQueues[0].ComputeResources[0]"]
+
+
+@pytest.mark.parametrize(("typo", "suggestion"), [
+    ("c5.4xlarg", "did you mean c5.4xlarge"), ("p5.48xl", "did you mean p5.48xlarge"),
+])
+def test_unknown_type_suggests_the_nearest_catalog_type(base: Config, typo: str,
+                                                        suggestion: str) -> None:
+    cpu_cr(base)["InstanceType"] = typo
+    (hit,) = [f for f in run_lints(base) if f.code == "unknown-instance-type"]
+    assert hit.hint is not None and hit.hint.startswith(suggestion)
+
+
+def test_unknown_type_far_from_the_catalog_gets_no_guess(base: Config) -> None:
+    cpu_cr(base)["InstanceType"] = "c7i.large"
+    (hit,) = [f for f in run_lints(base) if f.code == "unknown-instance-type"]
+    assert hit.hint is not None and "did you mean" not in hit.hint

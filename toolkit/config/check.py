@@ -1,4 +1,5 @@
-"""``pctk config check``: YAML, placeholders, official schema, pctk lints, version drift."""
+"""``pctk config check``: YAML, placeholders, official schema and create-time validators
+(aws-parallelcluster's own, offline), pctk lints, version drift."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from toolkit.config.findings import Finding, Level
 from toolkit.config.linemap import LineMap, build_line_map
 from toolkit.config.lints import run_lints
 from toolkit.config.placeholders import substitute
-from toolkit.config.schema import check_schema, parallelcluster_version
+from toolkit.config.schema import parallelcluster_version
+from toolkit.config.upstream import UpstreamReport, check_official
 from toolkit.config.yamlio import YamlSyntaxError, compose_yaml_text, read_text
 from toolkit.errors import PctkError
 
@@ -25,6 +27,7 @@ class CheckReport:
     usable: bool = True
     schema_version: str = ""
     data: Any = None
+    upstream: UpstreamReport | None = None
 
     @property
     def errors(self) -> list[Finding]:
@@ -43,6 +46,7 @@ class CheckReport:
             "usable": self.usable,
             "schema": f"aws-parallelcluster {self.schema_version}",
             "findings": [f.to_json(self.source) for f in self.findings],
+            "validators": self.upstream.to_json() if self.upstream else None,
         }
 
 
@@ -89,7 +93,8 @@ def check_text(text: str, source: str = "<string>",
     ]
     unresolved_paths = {u.path for u in unresolved}
     drift = find_drift(data)
-    for f in check_schema(data):
+    report.upstream = check_official(data)
+    for f in report.upstream.findings:
         if f.path in unresolved_paths or covered_by_drift(f.path, drift):
             continue  # already reported as a placeholder or as version drift, with a fix
         findings.append(f)
@@ -107,7 +112,7 @@ def check_file(path: str | Path, variables: Mapping[str, str] | None = None,
         text = read_text(path)
     except PctkError as exc:
         report = CheckReport(str(path), usable=False, schema_version=parallelcluster_version())
-        report.findings.append(Finding(Level.ERROR, "yaml", "unreadable", (), exc.message,
-                                       exc.hint))
+        message = exc.message.removeprefix(f"{path}: ")  # the report names the file already
+        report.findings.append(Finding(Level.ERROR, "yaml", "unreadable", (), message, exc.hint))
         return report
     return check_text(text, str(path), variables, environ)

@@ -39,46 +39,126 @@ def _load(path: Path) -> Any:
 
 @app.command("new")
 def new(
-    spec: Annotated[Path, typer.Option("--spec", help="Spec YAML (see cluster-configs/specs).")],
+    spec: Annotated[Path, typer.Option("--spec", help="Spec YAML (see cluster-configs/specs).",
+                                       readable=False)],
     output: OutputPath = None,
+    var: VarList = None,
+    allow_unknown_types: Annotated[bool, typer.Option(
+        "--allow-unknown-types",
+        help="Render compute instance types the pctk catalog lacks (nothing is derived for them)."
+    )] = False,
+    keep_invalid: Annotated[bool, typer.Option(
+        "--keep-invalid", help="Write the config even when `config check` rejects it (exit 1)."
+    )] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Render a full ParallelCluster v3 YAML from a spec."""
+    """Render a full ParallelCluster v3 YAML from a spec, then `config check` it.
+
+    Exit 0 when the rendered config passes, 1 when it has ERROR findings (nothing is written
+    unless --keep-invalid), 2 for an unusable spec.
+    """
+    from toolkit.config.check import check_text
+    from toolkit.config.placeholders import parse_var_assignments
     from toolkit.config.render import render_cluster_config
     from toolkit.config.spec import load_spec
     from toolkit.fsutil import atomic_write_text
 
-    text = render_cluster_config(load_spec(spec), str(spec))
-    if output is not None:
+    text = render_cluster_config(load_spec(spec, allow_unknown_types), str(spec))
+    target = str(output) if output is not None else "<rendered>"
+    report = check_text(text, target, parse_var_assignments(var or []))
+    write = report.exit_code == 0 or keep_invalid
+    if output is not None and write:
         atomic_write_text(output, text)
     if as_json:
         _echo_json({"spec": str(spec), "output": str(output) if output else None,
-                    "yaml": None if output else text})
-    elif output is None:
-        typer.echo(text, nl=False)
+                    "written": output is not None and write,
+                    "yaml": text if output is None and write else None,
+                    "check": report.to_json()})
     else:
-        typer.echo(f"wrote {output}", err=True)
+        if output is None and write:
+            typer.echo(text, nl=False)
+        _print_findings(report, err=True, infos=False)  # upstream's notes are for `check`
+        _say_where(output, report, write)
+    _finish(report.exit_code, "")
+
+
+def _say_where(output: Path | None, report: Any, written: bool) -> None:
+    errors = len(report.errors)
+    if not errors:
+        warnings = sum(1 for f in report.findings if f.level.value == "WARNING")
+        noted = f" with {warnings} warning{'s' if warnings > 1 else ''}" if warnings else ""
+        if output is not None:
+            typer.echo(f"wrote {output} (passes `pctk config check`{noted})", err=True)
+        return
+    what = str(output) if output is not None else "the config"
+    verdict = f"the rendered config fails `pctk config check` ({errors} error" \
+              f"{'s' if errors > 1 else ''})"
+    if written:
+        typer.echo(f"pctk: {what}: written anyway (--keep-invalid); {verdict}", err=True)
+    else:
+        typer.echo(f"pctk: {what}: not written: {verdict}; fix the spec, or pass "
+                   "--keep-invalid to write it anyway", err=True)
+
+
+def _print_unusable(report: Any) -> None:
+    """Unusable input: one line on stderr, like every other pctk input error."""
+    f = report.errors[0]
+    hint = f"; fix: {f.hint}" if f.hint else ""
+    typer.echo(f"pctk: error: {f.where(report.source)}: {f.message}{hint}", err=True)
+
+
+def _print_findings(report: Any, err: bool = False, infos: bool = True) -> None:
+    for f in report.findings:
+        if f.level.value == "INFO" and not infos:
+            continue
+        where = f.where(report.source)
+        hint = f" (fix: {f.hint})" if f.hint else ""
+        typer.echo(f"{f.level.value:7} {where} {f.path_str}: {f.message}{hint}", err=err)
 
 
 def _print_report(report: Any) -> None:
-    if not report.findings:
-        typer.echo(f"{report.source}: valid (aws-parallelcluster {report.schema_version} "
-                   "schema, pctk lints)")
+    if not report.usable:
+        _print_unusable(report)
         return
-    for f in report.findings:
-        where = f.where(report.source)
-        hint = f" (fix: {f.hint})" if f.hint else ""
-        typer.echo(f"{f.level.value:7} {where} {f.path_str}: {f.message}{hint}")
-    counts = {lvl: sum(1 for f in report.findings if f.level.value == lvl)
-              for lvl in ("ERROR", "WARNING", "INFO")}
-    summary = ", ".join(f"{n} {lvl.lower()}{'s' if n > 1 else ''}"
-                        for lvl, n in counts.items() if n)
-    typer.echo(f"{report.source}: {summary} (aws-parallelcluster {report.schema_version} schema)")
+    checks = f"aws-parallelcluster {report.schema_version} schema"
+    if report.upstream is not None and report.upstream.ran:
+        checks += f" and {len(report.upstream.ran)} of its validators"
+    if not report.findings:
+        typer.echo(f"{report.source}: valid ({checks}, pctk lints)")
+    else:
+        _print_findings(report)
+        counts = {lvl: sum(1 for f in report.findings if f.level.value == lvl)
+                  for lvl in ("ERROR", "WARNING", "INFO")}
+        summary = ", ".join(f"{n} {lvl.lower()}{'s' if n > 1 else ''}"
+                            for lvl, n in counts.items() if n)
+        typer.echo(f"{report.source}: {summary} ({checks}, pctk lints)")
+    _print_skipped(report)
+
+
+def _print_skipped(report: Any) -> None:
+    """Upstream validators that could not run offline, grouped by what they needed."""
+    upstream = report.upstream
+    if upstream is None:
+        return
+    if upstream.not_run:
+        typer.echo(f"  upstream validators not run: {upstream.not_run}")
+        return
+    by_reason: dict[str, list[str]] = {}
+    for s in upstream.skipped:
+        by_reason.setdefault(s.reason, []).append(s.validator)
+    if by_reason:
+        typer.echo(f"  skipped {len(upstream.skipped)} upstream validators that need AWS "
+                   "(pcluster create-cluster runs them):")
+    for reason, names in sorted(by_reason.items()):
+        typer.echo(f"    {reason}: {', '.join(sorted(set(names)))}")
 
 
 @app.command("check")
 def check(
-    files: Annotated[list[Path], typer.Argument(help="ParallelCluster YAML files.")],
+    # readable=False here and below: an unreadable file is pctk's one-line error (exit 2) naming
+    # the file, not typer's usage error
+    files: Annotated[list[Path],
+                     typer.Argument(help="ParallelCluster YAML files.", readable=False)],
     var: VarList = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -104,7 +184,8 @@ def check(
 
 @app.command("upgrade")
 def upgrade(
-    file: Annotated[Path, typer.Argument(help="Config written for an older ParallelCluster.")],
+    file: Annotated[Path, typer.Argument(help="Config written for an older ParallelCluster.",
+                                         readable=False)],
     output: OutputPath = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite FILE itself.")] = False,
     as_json: JsonFlag = False,
@@ -137,7 +218,7 @@ def upgrade(
 
 
 @app.command("show")
-def show(file: Annotated[Path, typer.Argument()], as_json: JsonFlag = False) -> None:
+def show(file: Annotated[Path, typer.Argument(readable=False)], as_json: JsonFlag = False) -> None:
     """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
     from rich.console import Console
     from rich.table import Table
@@ -172,7 +253,8 @@ def show(file: Annotated[Path, typer.Argument()], as_json: JsonFlag = False) -> 
 
 
 @app.command("diff")
-def diff(a: Annotated[Path, typer.Argument()], b: Annotated[Path, typer.Argument()],
+def diff(a: Annotated[Path, typer.Argument(readable=False)],
+         b: Annotated[Path, typer.Argument(readable=False)],
          as_json: JsonFlag = False) -> None:
     """Semantic differences by YAML path (queues, resources, storage matched by Name).
 

@@ -29,7 +29,7 @@ def format_path(path: YamlPath) -> str:
 @dataclass(frozen=True)
 class Finding:
     level: Level
-    stage: str  # "yaml" | "placeholders" | "schema" | "lint" | "drift"
+    stage: str  # "yaml" | "placeholders" | "schema" | "validator" | "lint" | "drift"
     code: str  # short stable id, e.g. "min-gt-max"
     path: YamlPath
     message: str

@@ -1,23 +1,21 @@
-"""pctk's own lints: what the official offline schema lets through.
+"""pctk's own lints: what aws-parallelcluster's schema and offline validators let through.
 
 Each lint is a small class with a ``code`` and ``check(data)`` returning findings, the shape
-of aws-parallelcluster's validators. Several mirror checks ParallelCluster only runs at
-create time, with AWS credentials (names, FSx capacity, EFA placement groups).
+of aws-parallelcluster's validators. Some stand in for upstream validators that need AWS data
+and are therefore skipped offline (EFA support and instance types from the pctk catalog
+instead of EC2); none repeats a validator that runs offline.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from toolkit import catalog
 from toolkit.config import view
 from toolkit.config.findings import Finding, Level, YamlPath
-
-PC_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-PC_NAME_MAX = 25
+from toolkit.config.typos import unknown_type_hint
 
 
 class Lint:
@@ -35,19 +33,6 @@ class Lint:
         return Finding(level, "lint", self.code, path, message, hint)
 
 
-class MinMaxCountLint(Lint):
-    code = "min-gt-max"
-
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for cr in view.compute_resources(data):
-            if cr.min_count > cr.max_count:
-                yield self.finding(
-                    Level.ERROR, (*cr.path, "MinCount"),
-                    f"{cr.label}: MinCount {cr.min_count} is larger than MaxCount {cr.max_count}",
-                    "raise MaxCount or lower MinCount (MaxCount defaults to 10)",
-                )
-
-
 class EmptyQueueLint(Lint):
     code = "empty-queue"
 
@@ -61,6 +46,9 @@ class EmptyQueueLint(Lint):
 
 
 class CapacityBlockLint(Lint):
+    """Upstream's CapacityTypeValidator checks this too, but only after an EC2 call, so it is
+    skipped offline. MinCount = MaxCount is ComputeResourceSizeValidator's (it runs offline)."""
+
     code = "capacity-block"
 
     def _check(self, data: Any) -> Iterator[Finding]:
@@ -74,32 +62,26 @@ class CapacityBlockLint(Lint):
                         f"{cr.label}: CAPACITY_BLOCK needs CapacityReservationTarget",
                         "add CapacityReservationTarget/CapacityReservationId: cr-... of the block",
                     )
-                if cr.min_count != cr.max_count:
-                    yield self.finding(
-                        Level.ERROR, (*cr.path, "MinCount"),
-                        f"{cr.label}: a capacity block needs MinCount = MaxCount "
-                        f"(got {cr.min_count} and {cr.max_count})",
-                        "set both to the number of instances in the block",
-                    )
 
 
 class PlacementGroupReservationLint(Lint):
+    """A targeted reservation with a placement group. Upstream's check of this
+    (PlacementGroupCapacityReservationValidator) needs EC2; a capacity block with a placement
+    group is PlacementGroupCapacityTypeValidator's, which runs offline."""
+
     code = "placement-group-reservation"
 
     def _check(self, data: Any) -> Iterator[Finding]:
         for cr in view.compute_resources(data):
             if cr.placement_group_enabled() is not True:
                 continue
-            if cr.queue.capacity_type == "CAPACITY_BLOCK":
-                why = "a capacity block already places its instances close together"
-            elif cr.reservation_target is not None:
-                why = "a targeted reservation may not sit in this placement group"
-            else:
+            if cr.queue.capacity_type == "CAPACITY_BLOCK" or cr.reservation_target is None:
                 continue
             yield self.finding(
                 Level.WARNING, (*cr.path, "Networking", "PlacementGroup"),
-                f"{cr.label}: placement group enabled together with a reservation: {why}, and "
-                "launches can fail with insufficient capacity",
+                f"{cr.label}: placement group enabled together with a targeted reservation: the "
+                "reservation may not sit in this placement group, and launches can fail with "
+                "insufficient capacity",
                 "set Networking/PlacementGroup/Enabled: false for this queue",
             )
 
@@ -164,24 +146,6 @@ class MultiNodeWithoutEfaLint(Lint):
                 )
 
 
-class EfaPlacementGroupLint(Lint):
-    """ParallelCluster's EfaPlacementGroupValidator, which needs credentials to run."""
-
-    code = "efa-placement-group"
-
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for cr in view.compute_resources(data):
-            if cr.efa_enabled and cr.queue.capacity_type != "CAPACITY_BLOCK" \
-                    and not cr.placement_group_explicit():
-                yield self.finding(
-                    Level.ERROR, cr.path,
-                    f"{cr.label}: EFA is on but the placement group is not explicit; "
-                    "pcluster create-cluster rejects this",
-                    "add Networking/PlacementGroup/Enabled: true to the queue (or false with a "
-                    "reservation that has its own placement group)",
-                )
-
-
 class UnknownInstanceTypeLint(Lint):
     code = "unknown-instance-type"
 
@@ -202,106 +166,8 @@ class UnknownInstanceTypeLint(Lint):
                     Level.WARNING, path,
                     f"instance type {itype} is not in the pctk catalog: no GPU, EFA or price "
                     "facts for it",
-                    "check the spelling; pctk catalog types are listed by `pctk config show`",
+                    unknown_type_hint(itype),
                 )
-
-
-FSX_DEFAULT_DEPLOYMENT = "SCRATCH_2"
-
-
-def fsx_capacity_problem(capacity: int, deployment: str, storage_type: str,
-                         throughput: Any) -> str | None:
-    """The rule ParallelCluster's FsxStorageCapacityValidator applies, or None if it passes."""
-    if deployment == "SCRATCH_1":
-        if not (capacity in (1200, 2400) or capacity % 3600 == 0):
-            return "SCRATCH_1 capacity is 1,200 GB, 2,400 GB or a multiple of 3,600 GB"
-    elif deployment == "PERSISTENT_1" and storage_type == "HDD":
-        if throughput == 12 and capacity % 6000:
-            return "PERSISTENT_1 HDD at 12 MB/s/TiB needs a multiple of 6,000 GiB"
-        if throughput == 40 and capacity % 1800:
-            return "PERSISTENT_1 HDD at 40 MB/s/TiB needs a multiple of 1,800 GiB"
-    elif deployment in ("SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2") and not (
-        capacity == 1200 or capacity % 2400 == 0
-    ):
-        return f"{deployment} capacity is 1,200 GB or a multiple of 2,400 GB"
-    return None
-
-
-class FsxCapacityLint(Lint):
-    code = "fsx-capacity"
-
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for i, storage in view.shared_storage(data):
-            settings = storage.get("FsxLustreSettings")
-            if storage.get("StorageType") != "FsxLustre" or not isinstance(settings, dict):
-                continue
-            if settings.get("FileSystemId") or settings.get("BackupId"):
-                continue
-            path: YamlPath = ("SharedStorage", i, "FsxLustreSettings", "StorageCapacity")
-            capacity = settings.get("StorageCapacity")
-            if not isinstance(capacity, int) or isinstance(capacity, bool):
-                yield self.finding(Level.ERROR, path,
-                                   "a new FSx for Lustre file system needs StorageCapacity (GiB)",
-                                   "set StorageCapacity, e.g. 1200 or a multiple of 2400")
-                continue
-            deployment = str(settings.get("DeploymentType", FSX_DEFAULT_DEPLOYMENT))
-            problem = fsx_capacity_problem(capacity, deployment,
-                                           str(settings.get("FsxStorageType", "SSD")),
-                                           settings.get("PerUnitStorageThroughput"))
-            if problem:
-                yield self.finding(Level.ERROR, path,
-                                   f"StorageCapacity {capacity} is not valid: {problem}",
-                                   "round StorageCapacity to a valid size")
-
-
-class NameLint(Lint):
-    code = "name"
-
-    def _names(self, data: Any) -> Iterator[tuple[YamlPath, str, str]]:
-        for q in view.queues(data):
-            if isinstance(q.raw.get("Name"), str):
-                yield (*q.path, "Name"), q.raw["Name"], "queue"
-            for cr in q.compute_resources():
-                if isinstance(cr.raw.get("Name"), str):
-                    yield (*cr.path, "Name"), cr.raw["Name"], "compute resource"
-
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for path, name, what in self._names(data):
-            if not PC_NAME.match(name):
-                yield self.finding(Level.ERROR, path,
-                                   f"{what} name {name!r} is rejected by ParallelCluster",
-                                   "start with a lowercase letter; use only a-z, 0-9 and '-'")
-            elif len(name) > PC_NAME_MAX:
-                yield self.finding(Level.ERROR, path,
-                                   f"{what} name {name!r} is longer than {PC_NAME_MAX} characters",
-                                   "shorten it (it becomes part of every node name)")
-            elif name == "default":
-                yield self.finding(Level.ERROR, path, f"{what} name 'default' is forbidden",
-                                   "pick another name")
-
-
-class DuplicateNameLint(Lint):
-    code = "duplicate-name"
-
-    def _dupes(self, named: list[tuple[YamlPath, Any]], what: str) -> Iterator[Finding]:
-        counts = Counter(name for _, name in named)
-        for path, name in named:
-            if counts[name] > 1:
-                yield self.finding(Level.ERROR, path,
-                                   f"{what} name {name!r} is used {counts[name]} times",
-                                   f"give every {what} a unique Name")
-
-    def _check(self, data: Any) -> Iterator[Finding]:
-        qs = list(view.queues(data))
-        yield from self._dupes([((*q.path, "Name"), q.raw.get("Name")) for q in qs
-                                if "Name" in q.raw], "queue")
-        for q in qs:
-            yield from self._dupes([((*cr.path, "Name"), cr.raw.get("Name"))
-                                    for cr in q.compute_resources() if "Name" in cr.raw],
-                                   f"compute resource (queue {q.name})")
-        yield from self._dupes([(("SharedStorage", i, "Name"), s.get("Name"))
-                                for i, s in view.shared_storage(data) if "Name" in s],
-                               "shared storage")
 
 
 class AccountingLint(Lint):
@@ -362,10 +228,15 @@ class SecretLint(Lint):
                 )
 
 
+# Removed because an upstream validator that runs offline does the same (see upstream.py):
+# MinCount > MaxCount and a capacity block's MinCount = MaxCount (ComputeResourceSizeValidator),
+# names (NameValidator, SharedStorageNameValidator), duplicate names (DuplicateNameValidator),
+# EFA without an explicit placement group (EfaPlacementGroupValidator), FSx for Lustre capacity
+# (FsxStorageCapacityValidator), a capacity block with a placement group
+# (PlacementGroupCapacityTypeValidator).
 ALL_LINTS: tuple[Lint, ...] = (
-    MinMaxCountLint(), EmptyQueueLint(), CapacityBlockLint(), PlacementGroupReservationLint(),
-    EfaLint(), MultiNodeWithoutEfaLint(), EfaPlacementGroupLint(), UnknownInstanceTypeLint(),
-    FsxCapacityLint(), NameLint(), DuplicateNameLint(), AccountingLint(), SecretLint(),
+    EmptyQueueLint(), CapacityBlockLint(), PlacementGroupReservationLint(), EfaLint(),
+    MultiNodeWithoutEfaLint(), UnknownInstanceTypeLint(), AccountingLint(), SecretLint(),
 )
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from toolkit import catalog
+from toolkit.config.typos import unknown_type_hint
 from toolkit.config.yamlio import load_yaml
 from toolkit.errors import PctkError
 
@@ -186,5 +188,29 @@ def _validate(obj: Any, where: str) -> None:
         raise PctkError(f"{where}: no way to log in", "set key_name or ssm: true")
 
 
-def load_spec(path: str | Path) -> ClusterSpec:
-    return spec_from_dict(ClusterSpec, load_yaml(path), str(path))
+def unknown_instance_types(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """``(where, instance type)`` for compute resources whose type the catalog lacks."""
+    return [
+        (f"queues[{qi}].compute_resources[{ci}].instance_type", cr.instance_type)
+        for qi, q in enumerate(spec.queues)
+        for ci, cr in enumerate(q.compute_resources)
+        if catalog.find(cr.instance_type) is None
+    ]
+
+
+def load_spec(path: str | Path, allow_unknown_types: bool = False) -> ClusterSpec:
+    """Load a spec; a compute instance type outside the catalog is refused (with the nearest
+    catalog types) unless ``allow_unknown_types``: EFA, placement group and GPU health check
+    settings are derived from the catalog, and a typo would silently drop them."""
+    spec = spec_from_dict(ClusterSpec, load_yaml(path), str(path))
+    unknown = unknown_instance_types(spec)
+    if unknown and not allow_unknown_types:
+        where, itype = unknown[0]
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise PctkError(
+            f"{path}: {where}: instance type {itype!r} is not in the pctk catalog{more}, so "
+            "EFA, placement group and GPU health checks cannot be derived for it",
+            f"{unknown_type_hint(itype)} (a type pctk does not know: pass "
+            "--allow-unknown-types and set efa explicitly)",
+        )
+    return spec

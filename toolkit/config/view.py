@@ -30,6 +30,15 @@ def as_int(value: Any, default: int) -> int:
     return value
 
 
+def _reservation_target(owner: dict[str, Any]) -> dict[str, Any] | None:
+    target = owner.get("CapacityReservationTarget")
+    if isinstance(target, dict) and (
+        target.get("CapacityReservationId") or target.get("CapacityReservationResourceGroupArn")
+    ):
+        return target
+    return None
+
+
 @dataclass(frozen=True)
 class QueueView:
     index: int
@@ -50,6 +59,10 @@ class QueueView:
     def placement_group_enabled(self) -> bool | None:
         enabled = dig(self.raw, "Networking", "PlacementGroup", "Enabled")
         return enabled if isinstance(enabled, bool) else None
+
+    @property
+    def reservation_target(self) -> dict[str, Any] | None:
+        return _reservation_target(self.raw)
 
     def compute_resources(self) -> Iterator[CrView]:
         crs = self.raw.get("ComputeResources")
@@ -101,12 +114,8 @@ class CrView:
 
     @property
     def reservation_target(self) -> dict[str, Any] | None:
-        target = self.raw.get("CapacityReservationTarget")
-        if isinstance(target, dict) and (
-            target.get("CapacityReservationId") or target.get("CapacityReservationResourceGroupArn")
-        ):
-            return target
-        return None
+        """The compute resource's own target, else the queue's (ParallelCluster's precedence)."""
+        return _reservation_target(self.raw) or self.queue.reservation_target
 
     def placement_group_enabled(self) -> bool | None:
         enabled = dig(self.raw, "Networking", "PlacementGroup", "Enabled")

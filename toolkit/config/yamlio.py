@@ -6,6 +6,9 @@ absurdly nested documents are refused before they can exhaust memory.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -53,25 +56,70 @@ def _depth(node: yaml.Node, limit: int) -> int:
     return deepest
 
 
-def read_text(path: str | Path) -> str:
+def read_regular_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of a regular file; anything else is a one-line PctkError.
+
+    A FIFO would block ``open`` and ``/dev/zero`` never ends (its ``st_size`` is 0), so the
+    file kind is checked before reading (``O_NONBLOCK`` so that a FIFO swapped in cannot block
+    the open) and the read stops one byte past the cap whatever ``st_size`` says.
+    """
     p = Path(path)
     try:
-        size = p.stat().st_size
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise PctkError(f"{p}: no such file", "check the path") from None
+    except IsADirectoryError:
+        raise PctkError(f"{p}: is a folder, not a YAML file") from None
+    except OSError as exc:
+        raise PctkError(f"{p}: cannot read ({exc.strerror})",
+                        "check the file's permissions" if exc.errno == errno.EACCES else None
+                        ) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise PctkError(f"{p}: is a folder, not a YAML file")
+        if not stat.S_ISREG(mode):
+            raise PctkError(f"{p}: not a regular file ({_kind(mode)}); refused",
+                            "save the config to a file and pass that")
+        data = _read_upto(fd, max_bytes + 1)
     except OSError as exc:
         raise PctkError(f"{p}: cannot read ({exc.strerror})") from None
-    if p.is_dir():
-        raise PctkError(f"{p}: is a folder, not a YAML file")
-    if size > MAX_BYTES:
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
         raise PctkError(
-            f"{p}: {size} bytes is larger than the {MAX_BYTES} bytes a cluster config may be",
+            f"{p}: larger than the {max_bytes} bytes a cluster config may be",
             "pass the ParallelCluster YAML itself",
         )
+    return data
+
+
+def _read_upto(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def read_text(path: str | Path) -> str:
+    data = read_regular_bytes(path, MAX_BYTES)
     try:
-        return p.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PctkError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+        raise PctkError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def load_yaml_text(text: str, name: str = "<string>") -> Any:
@@ -103,6 +151,10 @@ def compose_yaml_text(text: str, name: str = "<string>") -> tuple[Any, yaml.Node
         ) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(f"{name}: YAML error: {exc}") from None
+    except RecursionError:
+        # PyYAML's composer recurses once per nesting level: 100,000 '[' exhaust the stack
+        raise YamlSyntaxError(f"{name}: YAML nested too deeply to parse; refused",
+                              problem="YAML nested too deeply to parse; refused") from None
     if node is None:
         return None, None
     if _depth(node, MAX_DEPTH) > MAX_DEPTH:
