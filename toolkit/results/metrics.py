@@ -26,7 +26,11 @@ class BusbwPoint:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float (stored before validation)
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _row_size(row: dict[str, Any]) -> int | None:
