@@ -206,6 +206,12 @@ def add(
             for item in done:
                 store.set_baseline(item.id)
         db_path = store.path
+    for d in done:  # on stderr, so with --json too
+        for missing in d.missing_logs:
+            typer.echo(f"warning: {d.path} names raw log {missing}, which does not exist",
+                       err=True)
+        for refused in d.refused_logs:
+            typer.echo(f"warning: {d.path}: raw log not kept, {refused}", err=True)
     if as_json:
         emit_json({"db": str(db_path), "added": [
             {"file": str(d.path), "id": d.id, "kind": d.kind, "new": d.new, "logs": d.logs,
@@ -214,11 +220,6 @@ def add(
     for d in done:
         state = "added" if d.new else "already stored"
         typer.echo(f"{state} {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
-        for missing in d.missing_logs:
-            typer.echo(f"warning: {d.path} names raw log {missing}, which does not exist",
-                       err=True)
-        for refused in d.refused_logs:
-            typer.echo(f"warning: {d.path}: raw log not kept, {refused}", err=True)
     typer.echo(f"database: {db_path}")
 
 

@@ -76,11 +76,12 @@ def _nofollow(part: str, flags: int, dir_fd: int) -> int:
     try:
         return os.open(part, flags, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise LogRefused(f"{part!r} is a symbolic link") from None
-        if exc.errno == errno.ENOTDIR:
-            raise LogRefused(f"{part!r} is not a folder") from None
-        raise
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # O_DIRECTORY reports a symbolic link as ENOTDIR, so look before naming it
+        link = stat.S_ISLNK(os.stat(part, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        raise LogRefused(f"{part!r} is a symbolic link" if link
+                         else f"{part!r} is not a folder") from None
 
 
 def open_raw_log(log: RawLog, limit: int = MAX_RAW_LOG_BYTES) -> int:
