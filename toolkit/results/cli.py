@@ -92,9 +92,10 @@ def list_results(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Stored results, newest first."""
+    since_iso = parse_since(since) if since else None  # bad input creates no database
     with open_store(db) as store:
         records = store.list(kind=kind, cluster=cluster, instance_type=instance_type,
-                             since=parse_since(since) if since else None, limit=limit)
+                             since=since_iso, limit=limit)
         baseline_ids = {b["result_id"] for b in store.baselines()}
     rows = [summary(r, baseline_ids) for r in records]
     if as_json:

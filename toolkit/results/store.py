@@ -161,10 +161,11 @@ def printable(text: str, width: int = 64) -> str:
 def utc_iso(value: str | dt.datetime) -> str:
     """Normalise a timestamp to ``YYYY-MM-DDTHH:MM:SSZ`` (UTC) so text order is time order."""
     if isinstance(value, str):
+        text = value
         try:
-            value = check_created(value)
+            value = check_created(text)
         except RecordError:
-            raise RecordError(f"timestamp {printable(value, 40)!r} is not an ISO 8601 time "
+            raise RecordError(f"timestamp {printable(text, 40)!r} is not an ISO 8601 time "
                               "in a sane range") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
@@ -177,12 +178,12 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 def parse_since(text: str, now: dt.datetime | None = None) -> str:
     """``7d``/``24h``/``30m`` before now, or an ISO date/time; returned as :func:`utc_iso`."""
-    if m := _RELATIVE.match(text.strip()):
-        now = now or dt.datetime.now(dt.UTC)
-        return utc_iso(now - dt.timedelta(seconds=int(m[1]) * _UNIT_SECONDS[m[2]]))
     try:
+        if m := _RELATIVE.match(text.strip()):
+            now = now or dt.datetime.now(dt.UTC)
+            return utc_iso(now - dt.timedelta(seconds=int(m[1]) * _UNIT_SECONDS[m[2]]))
         return utc_iso(text)
-    except RecordError:
+    except (RecordError, OverflowError):
         raise PctkError(
             f"--since {text!r} is neither a duration nor a date",
             "use e.g. 7d, 12h or 2026-01-31T00:00:00Z",
