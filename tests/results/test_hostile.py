@@ -223,3 +223,21 @@ def test_show_and_baseline_of_a_poisoned_row_are_one_line_errors(db: Path, pctk:
         assert code == 2, err
         assert len(err.strip().splitlines()) == 1 and err.startswith("pctk: error: stored "
                                                                      "result bad0"), err
+
+
+def test_valid_but_odd_records_do_not_break_readers(tmp_path: Path, db: Path,
+                                                    pctk: Run) -> None:
+    """Values the schema allows but no writer produces: readers ignore what they cannot
+    use (found by mutating real records at random)."""
+    fsdp = records.fsdp_record()
+    fsdp["metrics"].update(checkpoint_saves=3.5, mfu=1.7e308, tokens_per_s_per_gpu=-1e300)
+    nccl = records.nccl_record()
+    nccl["metrics"]["collectives"][0]["rows"][-1]["out_of_place"]["busbw"] = 1.7e308
+    nccl["metrics"]["collectives"].append({"collective": "all_gather", "rows": 2.5})
+    files = [write_record(tmp_path / f"{r['kind']}.json", r) for r in (fsdp, nccl)]
+    assert pctk("results", "add", *files, "--baseline", "--db", db)[0] == 0
+    for argv in (("results", "list"), ("results", "show", fsdp["id"]),
+                 ("results", "show", nccl["id"]), ("results", "prometheus"),
+                 ("results", "compare"), ("report", "--out", tmp_path / "r.html")):
+        code, _, err = pctk(*argv, "--db", db)
+        assert code == 0 and err == "", (argv, err)
