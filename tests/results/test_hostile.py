@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -211,6 +214,25 @@ def test_every_reader_skips_and_names_a_poisoned_row(tmp_path: Path, db: Path, p
         assert named == [BAD_HEALTH]
     if argv[1] == "show":
         assert named == [] and poisoned["nccl_new"] in out
+
+
+def test_console_script_in_a_c_locale(tmp_path: Path, db: Path,
+                                      poisoned: dict[str, str]) -> None:
+    """The real process: stderr in ASCII, nothing but the one line / the warnings."""
+    bad = tmp_path / "surrogate.json"
+    bad.write_text(HOSTILE[6][1])
+    env = {**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""}
+
+    def run(*argv: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "toolkit.cli", *map(str, argv), "--db",
+                               str(db)], capture_output=True, text=True, env=env, timeout=120)
+
+    added = run("results", "add", bad)
+    assert added.returncode == 2 and added.stderr.count("\n") == 1, added.stderr
+    assert "lone surrogate" in added.stderr
+    listed = run("results", "list", "--limit", "50")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert sorted(_skipped(listed.stderr)) == sorted(BAD_IDS)
 
 
 def test_show_and_baseline_of_a_poisoned_row_are_one_line_errors(db: Path, pctk: Run,
