@@ -169,7 +169,8 @@ def new_record(
 
 
 # Limits that keep one record from poisoning every reader of the store.
-MAX_RECORD_BYTES = 16 << 20  # serialized; a 1,000-node health sweep is about 4 MB
+MAX_RECORD_BYTES = 16 << 20  # serialized compactly; a 1,000-node health sweep is about 4 MB
+MAX_FILE_BYTES = 4 * MAX_RECORD_BYTES  # a record file is indented (compact if that is larger)
 MAX_DEPTH = 32  # containers inside containers; records use fewer than 10
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1  # SQLite INTEGER, and exact enough as a float
 YEAR_RANGE = (1970, 2200)
@@ -347,12 +348,15 @@ def _loads_record(text: str | bytes) -> dict[str, Any]:
 def write_record(path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
     """Validate and write atomically (non-finite floats as null); returns the path."""
     rec = validate_record(finite_or_null(rec))
+    text = dumps_record(rec, indent=2)
+    if len(text) > MAX_FILE_BYTES:  # ASCII (json escapes the rest), so characters are bytes
+        text = dumps_record(rec)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dumps_record(rec, indent=2))
+            fh.write(text)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -380,4 +384,4 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
 
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate a record file (RecordError for a bad one, OSError if unreadable)."""
-    return loads_record(read_bounded(path, MAX_RECORD_BYTES), source=str(path))
+    return loads_record(read_bounded(path, MAX_FILE_BYTES), source=str(path))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.record import RecordError, validate_record, write_record
+from benchmarks.record import MAX_FILE_BYTES, RecordError, validate_record, write_record
 from toolkit.results.store import ResultStore
 
 from . import records
@@ -93,6 +93,19 @@ def test_hostile_record_is_refused_with_one_line(tmp_path: Path, db: Path, pctk:
     assert "Traceback" not in err and len(err) < 400
     assert _digest(db) == before
     assert pctk("results", "list", "--db", db, "--json")[1] == listed
+
+
+def test_record_file_that_is_huge_or_a_fifo_is_refused(tmp_path: Path, db: Path,
+                                                       pctk: Run) -> None:
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as fh:  # sparse
+        fh.truncate(MAX_FILE_BYTES + 1)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path, fragment in ((huge, "larger than"), (fifo, "not a file")):
+        code, _, err = pctk("results", "add", path, "--db", db)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and fragment in err, err
+    assert not db.exists()
 
 
 def test_api_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
