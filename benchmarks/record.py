@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -166,33 +168,195 @@ def new_record(
     }
 
 
+# Limits that keep one record from poisoning every reader of the store.
+MAX_RECORD_BYTES = 16 << 20  # serialized compactly; a 1,000-node health sweep is about 4 MB
+MAX_FILE_BYTES = 4 * MAX_RECORD_BYTES  # a record file is indented (compact if that is larger)
+MAX_DEPTH = 32  # containers inside containers; records use fewer than 10
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1  # SQLite INTEGER, and exact enough as a float
+YEAR_RANGE = (1970, 2200)
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_CLUSTER_TEXT = ("name", "instance_type", "partition", "job_id")
+
+
+def _show(value: Any, width: int = 40) -> str:
+    """A short, one-line, printable repr of a hostile value for an error message."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _check_scalar(value: Any, where: str) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        if not INT_MIN <= value <= INT_MAX:
+            raise RecordError(f"{where}: integer out of the 64-bit range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise RecordError(f"{where}: {value!r} is not a finite number")
+    elif isinstance(value, str):
+        _check_text(value, where)
+    else:
+        raise RecordError(f"{where}: a {type(value).__name__} is not a JSON value")
+
+
+def _check_text(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(f"{where}: text is not valid UTF-8 (lone surrogate)") from None
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+def _child(where: str, key: str | int) -> str:
+    """The path of a value for messages: ``metrics.rows[3]``, odd keys quoted, kept short."""
+    if isinstance(key, int):
+        step = f"[{key}]"
+    else:
+        step = f".{key}" if _PLAIN_KEY.match(key) else f"[{_show(key, 20)}]"
+    return (where + step) if len(where) < 60 else where
+
+
+def check_values(rec: Any) -> None:
+    """Every value a JSON value readers can use: nesting at most MAX_DEPTH deep, string
+    keys, UTF-8 text, 64-bit integers, finite floats. Iterative, so any depth is safe."""
+    stack: list[tuple[Any, str, int]] = [(rec, "record", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise RecordError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(value, dict):
+                    if not isinstance(key, str):
+                        raise RecordError(f"{where}: key {_show(key)} is not text")
+                    _check_text(key, f"{where} key")
+                    stack.append((item, _child(where, key), depth + 1))
+                else:
+                    stack.append((item, _child(where, key), depth + 1))
+        else:
+            _check_scalar(value, where)
+
+
+def check_created(text: str) -> _dt.datetime:
+    """The record's time as an aware UTC datetime, in YEAR_RANGE."""
+    try:
+        when = _dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.UTC)
+        when = when.astimezone(_dt.UTC)
+    except (ValueError, OverflowError):
+        raise RecordError(f"created {_show(text)} is not an ISO 8601 time") from None
+    if not YEAR_RANGE[0] <= when.year <= YEAR_RANGE[1]:
+        raise RecordError(f"created {_show(text)} is outside the years "
+                          f"{YEAR_RANGE[0]}-{YEAR_RANGE[1]}")
+    return when
+
+
+def _check_envelope_fields(rec: dict[str, Any]) -> None:
+    if not _ID.match(rec["id"]):
+        raise RecordError(f"id {_show(rec['id'])} is not 1-128 letters, digits or ._:-")
+    check_created(rec["created"])
+    cluster = rec["cluster"]
+    for key in _CLUSTER_TEXT:
+        if not isinstance(cluster.get(key), str | None):
+            raise RecordError(f"cluster.{key} is not text or null")
+    nodes = cluster.get("nodes")
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int)
+                              or not 0 <= nodes <= 1_000_000):
+        raise RecordError(f"cluster.nodes {_show(nodes)} is not a node count")
+    hosts = cluster.get("hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        raise RecordError("cluster.hosts is not a list of host names")
+    reasons = rec["verdict"].get("reasons", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise RecordError("verdict.reasons is not a list of text")
+    for name in rec["raw_logs"]:
+        if not isinstance(name, str) or not name or "\0" in name or len(name) > 4096:
+            raise RecordError(f"raw_logs entry {_show(name)} is not a file name")
+
+
 def validate_record(rec: Any) -> dict[str, Any]:
-    """Check the envelope (not the kind-specific metrics); return the record."""
+    """Check a record before it is written or stored; return it.
+
+    The envelope (fields, kinds, statuses, cluster types, a sane ``created``) and every
+    value (see :func:`check_values`, :data:`MAX_RECORD_BYTES`); the kind-specific layout of
+    ``metrics`` is the readers' business. Producers call this through :func:`write_record`.
+    """
     if not isinstance(rec, dict):
         raise RecordError("a result record is a JSON object")
+    check_values(rec)
     if rec.get("schema") != SCHEMA:
-        raise RecordError(f"schema is {rec.get('schema')!r}, expected {SCHEMA!r}")
+        raise RecordError(f"schema is {_show(rec.get('schema'))}, expected {SCHEMA!r}")
     for key, typ in (("id", str), ("kind", str), ("created", str), ("cluster", dict),
                      ("software", dict), ("params", dict), ("metrics", dict),
                      ("verdict", dict), ("raw_logs", list)):
         if not isinstance(rec.get(key), typ):
             raise RecordError(f"field {key!r} missing or not a {typ.__name__}")
     if rec["kind"] not in KINDS:
-        raise RecordError(f"unknown kind {rec['kind']!r}")
+        raise RecordError(f"unknown kind {_show(rec['kind'])}")
     if rec["verdict"].get("status") not in STATUSES:
-        raise RecordError(f"unknown verdict status {rec['verdict'].get('status')!r}")
+        raise RecordError(f"unknown verdict status {_show(rec['verdict'].get('status'))}")
+    _check_envelope_fields(rec)
+    size = len(dumps_record(rec))
+    if size > MAX_RECORD_BYTES:
+        raise RecordError(f"record is {size} bytes, more than the limit of {MAX_RECORD_BYTES}")
     return rec
 
 
+def finite_or_null(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by None: JSON has no NaN, and null is what
+    a record says for a figure that was not measured (a percentile of no steps)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(v) for v in value]
+    return value
+
+
+def dumps_record(rec: dict[str, Any], indent: int | None = None) -> str:
+    return json.dumps(rec, indent=indent, sort_keys=True, allow_nan=False)
+
+
+def loads_record(text: str | bytes, source: str | None = None) -> dict[str, Any]:
+    """Parse and validate record JSON from a file or the store. ``NaN``/``Infinity``, which
+    older writers emitted for unmeasured figures, read as null. Errors name ``source``."""
+    try:
+        return _loads_record(text)
+    except RecordError as exc:
+        raise RecordError(f"{source}: {exc}" if source else str(exc)) from None
+
+
+def _loads_record(text: str | bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(text, parse_constant=lambda _name: None)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise RecordError("not UTF-8 text") from None
+    except RecursionError:
+        raise RecordError(f"nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError:  # an integer longer than Python converts (4300 digits)
+        raise RecordError("a number too long to read") from None
+    return validate_record(data)
+
+
 def write_record(path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
-    """Validate and write atomically; returns the path."""
-    validate_record(rec)
+    """Validate and write atomically (non-finite floats as null); returns the path."""
+    rec = validate_record(finite_or_null(rec))
+    text = dumps_record(rec, indent=2)
+    if len(text) > MAX_FILE_BYTES:  # ASCII (json escapes the rest), so characters are bytes
+        text = dumps_record(rec)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(rec, fh, indent=2, sort_keys=True)
+            fh.write(text)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -203,12 +367,21 @@ def write_record(path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
     return target
 
 
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; OSError or RecordError else.
+
+    Opened non-blocking, so a FIFO is refused instead of waiting for a writer.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(f"{path}: not a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise RecordError(f"{path}: larger than {limit} bytes")
+    return data
+
+
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    try:
-        return validate_record(data)
-    except RecordError as exc:
-        raise RecordError(f"{path}: {exc}") from None
+    """Read and validate a record file (RecordError for a bad one, OSError if unreadable)."""
+    return loads_record(read_bounded(path, MAX_FILE_BYTES), source=str(path))

@@ -7,6 +7,8 @@ baseline). matplotlib is imported only by ``pctk report``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from rich.table import Table
 from toolkit.errors import PctkError
 from toolkit.results import metrics as m
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
-from toolkit.results.store import ENV_DB, ResultStore, group_key, parse_since
+from toolkit.results.store import ENV_DB, ResultStore, group_key, parse_since, printable
 
 app = typer.Typer(help="Stored benchmark and health results: list, compare, export.",
                   no_args_is_help=True)
@@ -35,6 +37,18 @@ PROM_OUT_OPTION = typer.Option(
     None, "--out", help="Textfile to write atomically, e.g. "
     "/var/lib/node_exporter/textfile_collector/pctk.prom; stdout when omitted.")
 REPORT_OUT_OPTION = typer.Option(Path("report.html"), "--out", help="HTML file to write.")
+
+
+@contextmanager
+def open_store(db: Path | None) -> Iterator[ResultStore]:
+    """The store, closed afterwards; each stored record a reader skipped is named once."""
+    store = ResultStore(db)
+    try:
+        yield store
+    finally:
+        store.close()
+        for rid, reason in store.unusable.items():
+            typer.echo(f"warning: skipped stored result {printable(rid)}: {reason}", err=True)
 
 
 def parse_threshold(text: str) -> float:
@@ -78,9 +92,10 @@ def list_results(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Stored results, newest first."""
-    with ResultStore(db) as store:
+    since_iso = parse_since(since) if since else None  # bad input creates no database
+    with open_store(db) as store:
         records = store.list(kind=kind, cluster=cluster, instance_type=instance_type,
-                             since=parse_since(since) if since else None, limit=limit)
+                             since=since_iso, limit=limit)
         baseline_ids = {b["result_id"] for b in store.baselines()}
     rows = [summary(r, baseline_ids) for r in records]
     if as_json:
@@ -107,7 +122,7 @@ def show(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """One result: where it ran, the software, its figures and its stored raw logs."""
-    with ResultStore(db) as store:
+    with open_store(db) as store:
         record = store.get(result_id)
         logs = store.logs(record["id"])
     if as_json:
@@ -186,23 +201,26 @@ def add(
     from toolkit.results.ingest import load_record_files, store_record_files
 
     loaded = load_record_files(files, logs)  # before opening: bad input creates no database
-    with ResultStore(db) as store:
+    with open_store(db) as store:
         done = store_record_files(store, loaded)
         if make_baseline:
             for item in done:
                 store.set_baseline(item.id)
         db_path = store.path
+    for d in done:  # on stderr, so with --json too
+        for missing in d.missing_logs:
+            typer.echo(f"warning: {d.path} names raw log {missing}, which does not exist",
+                       err=True)
+        for refused in d.refused_logs:
+            typer.echo(f"warning: {d.path}: raw log not kept, {refused}", err=True)
     if as_json:
         emit_json({"db": str(db_path), "added": [
             {"file": str(d.path), "id": d.id, "kind": d.kind, "new": d.new, "logs": d.logs,
-             "missing_logs": d.missing_logs} for d in done]})
+             "missing_logs": d.missing_logs, "refused_logs": d.refused_logs} for d in done]})
         return
     for d in done:
         state = "added" if d.new else "already stored"
         typer.echo(f"{state} {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
-        for missing in d.missing_logs:
-            typer.echo(f"warning: {d.path} names raw log {missing}, which does not exist",
-                       err=True)
     typer.echo(f"database: {db_path}")
 
 
@@ -214,7 +232,7 @@ def baseline(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Set the baseline of a result's cluster / instance type / kind, or list baselines."""
-    with ResultStore(db) as store:
+    with open_store(db) as store:
         if result_id is not None:
             cluster, instance_type, kind = store.set_baseline(result_id)
             rid = store.resolve_id(result_id)
@@ -226,6 +244,8 @@ def baseline(
                            f"{rid}")
             return
         rows = store.baselines()
+        for row in rows:
+            store.usable(row["result_id"])  # names an unusable baseline on stderr
     if as_json:
         emit_json(rows)
         return
@@ -253,7 +273,7 @@ def compare(
 ) -> None:
     """Flag busbw, tokens/s, MFU drops and new health FAILs against the baseline (exit 1)."""
     limit = parse_threshold(threshold)
-    with ResultStore(db) as store:
+    with open_store(db) as store:
         comparisons = _comparisons(store, result_id, against, kind, cluster, instance_type,
                                    limit)
     regressed = any(c.regressions for c in comparisons)
@@ -335,7 +355,7 @@ def prometheus(
     from toolkit.results.prometheus import collect, render, write_textfile
 
     limit = parse_threshold(threshold)
-    with ResultStore(db) as store:
+    with open_store(db) as store:
         if out is None:
             typer.echo(render(collect(store, limit)), nl=False)
             return
@@ -358,7 +378,7 @@ def report_command(
     from toolkit.results.report import write_report
 
     limit = parse_threshold(threshold)
-    with ResultStore(db) as store:
+    with open_store(db) as store:
         path = write_report(store, out, cluster, instance_type, limit)
         count = len(store.list(cluster=cluster, instance_type=instance_type))
     if as_json:

@@ -1,9 +1,10 @@
 """Ingest record files written by node-side jobs (``pctk results add FILE...``).
 
 All files are read and validated before anything is stored, so one bad file stores nothing.
-Raw logs named in a record are resolved relative to the record file; a named log that is
-missing is reported and skipped (the measurements still count), while a log passed
-explicitly that is missing is an error.
+Raw logs named in a record are taken only from the record's own folder (see
+:mod:`toolkit.results.rawlogs`); a named log that is missing or refused (absolute, ``..``,
+a symbolic link, not a regular file, too large) is reported and skipped while the
+measurements still count. A log passed explicitly that is missing or refused is an error.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from typing import Any
 
 from benchmarks.record import RecordError, read_record
 from toolkit.errors import PctkError
-from toolkit.results.store import ResultStore, utc_iso
+from toolkit.results.rawlogs import LogRefused, NamedLog, RawLog, check_raw_log
+from toolkit.results.store import ResultStore, printable
 
 
 @dataclass
 class RecordFile:
     path: Path
     record: dict[str, Any]
-    logs: list[Path] = field(default_factory=list)
-    missing_logs: list[Path] = field(default_factory=list)
+    logs: list[RawLog] = field(default_factory=list)
+    missing_logs: list[str] = field(default_factory=list)
+    refused_logs: list[str] = field(default_factory=list)  # "name: why"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Ingested:
     new: bool
     logs: int
     missing_logs: list[str]
+    refused_logs: list[str]
 
 
 def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
@@ -43,26 +47,40 @@ def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
                         "results/*.json)")
     try:
         record = read_record(path)
-        utc_iso(record["created"])
     except RecordError as exc:
         message = str(exc)
         if not message.startswith(str(path)):
             message = f"{path}: {message}"
         raise PctkError(message, "pass a pctk.result/v1 record written by a pctk benchmark "
                         "or health run") from None
-    except UnicodeDecodeError:
-        raise PctkError(f"{path}: not a text file", "pass a result record JSON file") from None
     except OSError as exc:
         raise PctkError(f"{path}: cannot read ({exc.strerror})", "check permissions") from None
     loaded = RecordFile(path, record)
     for name in record["raw_logs"]:
-        log = Path(name) if Path(name).is_absolute() else path.parent / name
-        (loaded.logs if log.is_file() else loaded.missing_logs).append(log)
+        _sort_named_log(loaded, NamedLog(path.parent, name))
     for log in extra_logs:
-        if not log.is_file():
-            raise PctkError(f"raw log {log}: no such file", "check the --log paths")
+        try:
+            check_raw_log(log)
+        except LogRefused as exc:
+            raise PctkError(f"raw log {log}: {exc}", "pass regular log files") from None
+        except OSError as exc:
+            raise PctkError(f"raw log {log}: {exc.strerror}", "check the --log paths") from None
         loaded.logs.append(log)
     return loaded
+
+
+def _sort_named_log(loaded: RecordFile, log: NamedLog) -> None:
+    shown = printable(log.name, 200)
+    try:
+        check_raw_log(log)
+    except LogRefused as exc:
+        loaded.refused_logs.append(f"{shown}: {exc}")
+    except FileNotFoundError:
+        loaded.missing_logs.append(str(log.folder / shown))
+    except OSError as exc:
+        loaded.refused_logs.append(f"{shown}: {exc.strerror}")
+    else:
+        loaded.logs.append(log)
 
 
 def load_record_files(paths: Sequence[Path],
@@ -77,5 +95,5 @@ def store_record_files(store: ResultStore, loaded: Sequence[RecordFile]) -> list
         new = not store.has(item.record["id"])
         rid = store.add(item.record, raw_logs=item.logs)
         done.append(Ingested(item.path, rid, item.record["kind"], new, len(item.logs),
-                             [str(p) for p in item.missing_logs]))
+                             item.missing_logs, item.refused_logs))
     return done

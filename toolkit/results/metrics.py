@@ -23,10 +23,23 @@ class BusbwPoint:
     busbw: float  # GB/s (1e9 bytes/s), as nccl-tests prints it
 
 
+# Larger magnitudes are no measurement (16 GiB is 1.7e10 bytes); refusing them keeps scaled
+# values finite and charts drawable.
+MAX_MAGNITUDE = 1e18
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float (stored before validation)
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _row_size(row: dict[str, Any]) -> int | None:
@@ -99,7 +112,7 @@ def busbw_curves(record: dict[str, Any], *, comparable_only: bool = False
         if comparable_only and is_emulated(section):
             continue
         by_size: dict[int, float] = {}
-        for row in section.get("rows") or []:
+        for row in _list(section.get("rows")):
             if not isinstance(row, dict):
                 continue
             size, busbw = _row_size(row), _row_busbw(row)
@@ -153,7 +166,7 @@ def _checkpoint_timings(metrics: dict[str, Any]) -> dict[str, float]:
     """benchmarks.fsdp.train's layout: ``checkpoint_saves`` (a list, averaged here) and
     ``checkpoint_load``, each ``{"step", "seconds", "bytes", "gb_per_s"}``."""
     out: dict[str, float] = {}
-    saves = [s for s in metrics.get("checkpoint_saves") or [] if isinstance(s, dict)]
+    saves = [s for s in _list(metrics.get("checkpoint_saves")) if isinstance(s, dict)]
     load = metrics.get("checkpoint_load")
     for prefix, timings in (("save", saves), ("load", [load] if isinstance(load, dict) else [])):
         for key, suffix in (("seconds", "s"), ("gb_per_s", "gbps")):

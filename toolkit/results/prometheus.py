@@ -9,12 +9,12 @@ Status codes are Nagios style: 0 OK/PASS, 1 WARN, 2 FAIL, 3 UNKNOWN/SKIP.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results.compare import compare_records
@@ -96,7 +96,7 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
         for record in store.latest(kind):
             group = _group_labels(record)
             labels = {**group, "kind": kind}
-            created = dt.datetime.fromisoformat(record["created"].replace("Z", "+00:00"))
+            created = check_created(record["created"])
             family("pctk_result_timestamp_seconds",
                    "When the latest result of this kind was measured (Unix time)."
                    ).add(labels, created.timestamp())

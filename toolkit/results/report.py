@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results import plots
@@ -158,7 +159,7 @@ def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
         key = group_key(record)
         if key not in groups:
             continue
-        when = dt.datetime.fromisoformat(record["created"].replace("Z", "+00:00"))
+        when = check_created(record["created"])
         scalars = m.training_scalars(record)
         if "tokens_per_s_per_gpu" in scalars:
             tokens[group_label(key)].append((when, scalars["tokens_per_s_per_gpu"]))

@@ -12,8 +12,15 @@ local disks WAL lets readers run while a writer ingests.
 Raw logs are files, not blobs: each is copied once into a content-addressed folder beside
 the database (``results.db`` -> ``results.logs/<sha256[:2]>/<sha256>``), so identical logs
 are stored once, the database stays small enough to copy, and a log can be read with
-``less`` by anyone who can read the folder. The ``raw_logs`` table maps each result to the
-original file names and hashes.
+``less``. The ``raw_logs`` table maps each result to the original file names and hashes.
+
+Permissions: logs can hold host names, paths and environment dumps, so the store is
+private by default: folders it creates are 0700, files 0600 (less whatever the umask
+removes). ``PCTK_RESULTS_SHARED=1`` makes them 0777/0666 less the umask instead, for a team
+store (``umask 002`` plus a shared group gives 0775/0664). Existing files keep their modes.
+
+Every reader validates each stored record as ``results add`` does; a row it cannot use (an
+old version's or another writer's) is skipped and named in :attr:`ResultStore.unusable`.
 
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 database applies the missing ones in order inside one transaction.
@@ -24,23 +31,35 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import hashlib
-import json
 import os
 import re
-import shutil
+import secrets
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import RecordError, validate_record
+from benchmarks.record import (
+    RecordError,
+    check_created,
+    dumps_record,
+    loads_record,
+    validate_record,
+)
 from toolkit.errors import PctkError
 from toolkit.paths import state_home
+from toolkit.results.rawlogs import (
+    MAX_RAW_LOG_BYTES,
+    LogRefused,
+    RawLog,
+    display_name,
+    open_raw_log,
+)
 
 ENV_DB = "PCTK_RESULTS_DB"
+ENV_SHARED = "PCTK_RESULTS_SHARED"
 BUSY_TIMEOUT_MS = 30_000
 
 # Append only: a released migration is never edited, a change is a new entry.
@@ -124,13 +143,30 @@ def journal_mode_for(path: Path) -> str:
     return "DELETE" if fstype in NETWORK_FILESYSTEMS else "WAL"
 
 
+def shared_store() -> bool:
+    return os.environ.get(ENV_SHARED, "").strip().lower() in ("1", "true", "yes")
+
+
+def store_modes() -> tuple[int, int]:
+    """(folder mode, file mode) for what the store creates; the umask still applies."""
+    return (0o777, 0o666) if shared_store() else (0o700, 0o600)
+
+
+def printable(text: str, width: int = 64) -> str:
+    """A stored id or name for a one-line message: escapes, at most ``width`` characters."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
 def utc_iso(value: str | dt.datetime) -> str:
     """Normalise a timestamp to ``YYYY-MM-DDTHH:MM:SSZ`` (UTC) so text order is time order."""
     if isinstance(value, str):
+        text = value
         try:
-            value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise RecordError(f"timestamp {value!r} is not ISO 8601") from None
+            value = check_created(text)
+        except RecordError:
+            raise RecordError(f"timestamp {printable(text, 40)!r} is not an ISO 8601 time "
+                              "in a sane range") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -142,12 +178,12 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 def parse_since(text: str, now: dt.datetime | None = None) -> str:
     """``7d``/``24h``/``30m`` before now, or an ISO date/time; returned as :func:`utc_iso`."""
-    if m := _RELATIVE.match(text.strip()):
-        now = now or dt.datetime.now(dt.UTC)
-        return utc_iso(now - dt.timedelta(seconds=int(m[1]) * _UNIT_SECONDS[m[2]]))
     try:
+        if m := _RELATIVE.match(text.strip()):
+            now = now or dt.datetime.now(dt.UTC)
+            return utc_iso(now - dt.timedelta(seconds=int(m[1]) * _UNIT_SECONDS[m[2]]))
         return utc_iso(text)
-    except RecordError:
+    except (RecordError, OverflowError):
         raise PctkError(
             f"--since {text!r} is neither a duration nor a date",
             "use e.g. 7d, 12h or 2026-01-31T00:00:00Z",
@@ -160,12 +196,27 @@ def group_key(record: dict[str, Any]) -> tuple[str, str]:
     return (str(cluster.get("name") or ""), str(cluster.get("instance_type") or ""))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _create_file(folder: Path, prefix: str) -> tuple[int, Path]:
+    """A new temporary file in ``folder`` with the store's file mode (umask applied)."""
+    tmp = folder / f".{prefix}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 store_modes()[1])
+    return fd, tmp
+
+
+def _copy_hashing(src_fd: int, dest_fd: int, limit: int) -> tuple[str, int]:
+    """Copy everything from ``src_fd`` to ``dest_fd``; (sha256, bytes). LogRefused past
+    ``limit`` (a file that grew after it was checked)."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := os.read(src_fd, 1 << 20):
+        size += len(chunk)
+        if size > limit:
+            raise LogRefused(f"grew past the limit of {limit} bytes while being copied")
+        digest.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dest_fd, view):]
+    return digest.hexdigest(), size
 
 
 class ResultStore:
@@ -174,13 +225,26 @@ class ResultStore:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_db_path()
         self.logs_dir = self.path.with_suffix(".logs")
+        self.unusable: dict[str, str] = {}  # stored record id -> why a reader skipped it
+        dir_mode, file_mode = store_modes()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=dir_mode)
+            # SQLite would create the file 0644; its -wal/-shm/-journal copy this file's mode.
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                             file_mode))
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise PctkError(f"{self.path}: cannot create the results database "
+                            f"({exc.strerror})", "check the path and its permissions") from None
+        try:
             self.journal_mode = journal_mode_for(self.path)
             self._conn = sqlite3.connect(
                 self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
             )
             self._conn.row_factory = sqlite3.Row
+            # Text columns another writer filled with bad UTF-8 must not stop every query.
+            self._conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._conn.execute(f"PRAGMA journal_mode = {self.journal_mode}")
@@ -217,9 +281,11 @@ class ResultStore:
 
     # --- records -------------------------------------------------------------------------
 
-    def add(self, record: dict[str, Any], raw_logs: Sequence[str | os.PathLike[str]] = ()) -> str:
+    def add(self, record: dict[str, Any], raw_logs: Sequence[RawLog | str] = ()) -> str:
         """Store a validated record and copies of its raw logs; returns the record id.
 
+        A log given as a path is the caller's choice; a :class:`NamedLog` is one a record
+        named, opened only inside the record's folder (see :mod:`toolkit.results.rawlogs`).
         Adding a record whose id is already stored changes nothing (ingestion is
         idempotent, so a driver can re-ingest a whole folder).
         """
@@ -230,14 +296,14 @@ class ResultStore:
         created = utc_iso(record["created"])
         cluster, instance_type = group_key(record)
         nodes = (record.get("cluster") or {}).get("nodes")
-        logs = [self._keep_log(Path(p)) for p in raw_logs]
+        logs = [self._keep_log(p if isinstance(p, RawLog) else Path(p)) for p in raw_logs]
         with self._transaction() as conn:
             conn.execute(
                 "INSERT INTO results (id, kind, created, cluster, instance_type, nodes, status,"
                 " record, ingested) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (rid, record["kind"], created, cluster, instance_type,
                  nodes if isinstance(nodes, int) else None, record["verdict"]["status"],
-                 json.dumps(record, sort_keys=True), utc_iso(dt.datetime.now(dt.UTC))),
+                 dumps_record(record), utc_iso(dt.datetime.now(dt.UTC))),
             )
             conn.executemany(
                 "INSERT OR REPLACE INTO raw_logs (result_id, name, sha256, size)"
@@ -246,24 +312,62 @@ class ResultStore:
             )
         return rid
 
-    def _keep_log(self, src: Path) -> tuple[str, str, int]:
-        if not src.is_file():
-            raise PctkError(f"raw log {src} does not exist or is not a file",
-                            "pass existing log files, or drop them from the record")
-        sha = _sha256(src)
-        dest = self.logs_dir / sha[:2] / sha
-        if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{sha}.", suffix=".tmp", dir=dest.parent)
-            os.close(fd)
+    def _keep_log(self, src: RawLog) -> tuple[str, str, int]:
+        try:
+            src_fd = open_raw_log(src)
+        except LogRefused as exc:
+            raise PctkError(f"raw log {printable(str(src), 200)}: {exc}",
+                            "only regular files inside the record's folder are kept") from None
+        except OSError as exc:
+            raise PctkError(f"raw log {printable(str(src), 200)}: {exc.strerror}",
+                            "pass existing log files, or drop them from the record") from None
+        try:
+            return (display_name(src), *self._copy_in(src_fd))
+        except LogRefused as exc:
+            raise PctkError(f"raw log {printable(str(src), 200)}: {exc}",
+                            "copy the log when it is complete") from None
+        finally:
+            os.close(src_fd)
+
+    def _copy_in(self, src_fd: int) -> tuple[str, int]:
+        """Copy an open log into the content-addressed folder; (sha256, size)."""
+        dir_mode, _ = store_modes()
+        self.logs_dir.mkdir(exist_ok=True, mode=dir_mode)
+        fd, tmp = _create_file(self.logs_dir, "incoming")
+        try:
             try:
-                shutil.copyfile(src, tmp)
-                os.chmod(tmp, 0o644)
+                sha, size = _copy_hashing(src_fd, fd, MAX_RAW_LOG_BYTES)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            dest = self.logs_dir / sha[:2] / sha
+            if dest.exists():
+                tmp.unlink()
+            else:
+                dest.parent.mkdir(exist_ok=True, mode=dir_mode)
                 os.replace(tmp, dest)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        return src.name, sha, src.stat().st_size
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return sha, size
+
+    def _decode(self, row_id: str, text: bytes) -> dict[str, Any] | None:
+        """The stored record, or None (and a note in :attr:`unusable`) when unusable."""
+        reason = self._unusable_reason(row_id, text)
+        if isinstance(reason, dict):
+            return reason
+        self.unusable.setdefault(row_id, reason)
+        return None
+
+    @staticmethod
+    def _unusable_reason(row_id: str, text: bytes) -> dict[str, Any] | str:
+        try:
+            record = loads_record(text)
+        except RecordError as exc:
+            return str(exc)
+        if record["id"] != row_id:
+            return f"its record says id {printable(record['id'])}"
+        return record
 
     def has(self, rid: str) -> bool:
         row = self._conn.execute("SELECT 1 FROM results WHERE id = ?", (rid,)).fetchone()
@@ -286,10 +390,16 @@ class ResultStore:
                         "see `pctk results list` for the ids")
 
     def get(self, rid: str) -> dict[str, Any]:
+        """The record; PctkError when it is not stored or cannot be used."""
+        full = self.resolve_id(rid)
         row = self._conn.execute(
-            "SELECT record FROM results WHERE id = ?", (self.resolve_id(rid),)
+            "SELECT id, CAST(record AS BLOB) AS record FROM results WHERE id = ?", (full,)
         ).fetchone()
-        return dict(json.loads(row["record"]))
+        reason = self._unusable_reason(row["id"], row["record"])
+        if isinstance(reason, str):
+            raise PctkError(f"stored result {printable(full)} cannot be used: {reason}",
+                            "re-ingest it from its record file with a current pctk")
+        return reason
 
     def logs(self, rid: str) -> builtins.list[StoredLog]:
         rows = self._conn.execute(
@@ -318,14 +428,15 @@ class ResultStore:
         if since is not None:
             where.append("created >= ?")
             args.append(utc_iso(since))
-        sql = "SELECT record FROM results"
+        sql = "SELECT id, CAST(record AS BLOB) AS record FROM results"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created DESC, ingested DESC"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
-        return [json.loads(r["record"]) for r in self._conn.execute(sql, args)]
+        rows = self._conn.execute(sql, args).fetchall()
+        return [rec for r in rows if (rec := self._decode(r["id"], r["record"])) is not None]
 
     def latest(self, kind: str) -> builtins.list[dict[str, Any]]:
         """The newest record of ``kind`` for each (cluster, instance type)."""
@@ -350,12 +461,21 @@ class ResultStore:
 
     def baseline(self, cluster: str | None, instance_type: str | None,
                  kind: str) -> dict[str, Any] | None:
+        """The baseline record, or None (none set, or it cannot be used: see unusable)."""
         row = self._conn.execute(
-            "SELECT r.record FROM baselines b JOIN results r ON r.id = b.result_id"
+            "SELECT r.id, CAST(r.record AS BLOB) AS record FROM baselines b"
+            " JOIN results r ON r.id = b.result_id"
             " WHERE b.cluster = ? AND b.instance_type = ? AND b.kind = ?",
             (cluster or "", instance_type or "", kind),
         ).fetchone()
-        return json.loads(row["record"]) if row else None
+        return self._decode(row["id"], row["record"]) if row else None
+
+    def usable(self, rid: str) -> bool:
+        """Whether the stored record ``rid`` can be read (else it is named in unusable)."""
+        row = self._conn.execute(
+            "SELECT id, CAST(record AS BLOB) AS record FROM results WHERE id = ?", (rid,)
+        ).fetchone()
+        return row is not None and self._decode(row["id"], row["record"]) is not None
 
     def baselines(self) -> builtins.list[dict[str, str]]:
         rows = self._conn.execute(
