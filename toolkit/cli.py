@@ -5,8 +5,9 @@ Exit codes: 0 ok, 1 a check failed or found problems, 2 unusable input or enviro
 
 Subcommands load lazily: ``pctk --help`` and ``pctk --version`` import no subcommand module
 (importing them all costs about 0.6 CPU-seconds), and ``pctk config check`` imports only
-``toolkit.config.cli`` (tests/perf/cli_startup.py times the start-up). The one-line help shown in the command list lives in
-:data:`COMMANDS`; a test keeps it equal to each command's own help.
+``toolkit.config.cli`` (tests/perf/cli_startup.py times the start-up). The one-line help
+shown in the command list lives in :data:`COMMANDS`; a test keeps it equal to each
+command's own help.
 """
 
 from __future__ import annotations
