@@ -17,6 +17,7 @@ TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-venv \
                 shellcheck chromium
+CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo
 PYTEST_ARGS ?=
 
@@ -43,12 +44,14 @@ deps:
 	    || { echo "pctk: apt-get install failed for:$$missing" >&2; exit 2; }; \
 	fi
 
-$(VENV)/.pctk-installed: pyproject.toml
+# constraints.txt pins every other package to the versions the tests pass with; a change to it
+# or to pyproject.toml reinstalls.
+$(VENV)/.pctk-installed: pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if ! command -v nvidia-smi >/dev/null 2>&1; then \
 	  $(PY) -m pip install -q $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) "$(TORCH_CPU_SPEC)"; \
 	fi
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	@touch $@
 
 venv: $(VENV)/.pctk-installed

@@ -1,29 +1,142 @@
 """The ``pctk`` command: ``pctk <noun> <verb>``.
 
-Exit codes: 0 ok, 1 a check failed or found problems, 2 unusable input or environment.
-Heavy imports (torch, matplotlib, the ParallelCluster schema) happen inside commands so that
-``pctk --help`` stays fast.
+Exit codes: 0 ok, 1 a check failed or found problems, 2 unusable input or environment
+(``pctk health run``: 3, Nagios UNKNOWN). Every usage error is one line on stderr.
+
+Subcommands load lazily: ``pctk --help`` and ``pctk --version`` import no subcommand module
+(importing them all costs about 0.6 CPU-seconds), and ``pctk config check`` imports only
+``toolkit.config.cli`` (tests/perf/cli_startup.py times the start-up). The one-line help
+shown in the command list lives in :data:`COMMANDS`; a test keeps it equal to each
+command's own help.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import typer
+import typer.core
+import typer.main
 
 from toolkit import __version__
-from toolkit.bench.cli import app as bench_app
-from toolkit.config.cli import app as config_app
-from toolkit.demo import demo_command
 from toolkit.errors import PctkError
-from toolkit.health.cli import app as health_app
-from toolkit.local.cli import app as local_app
-from toolkit.results.cli import app as results_app
-from toolkit.results.cli import report_command
-from toolkit.submit.cli import register as register_submit
 
+USAGE_EXIT_CODE = 2
+# pctk health run answers a monitor in Nagios codes: unusable input is UNKNOWN (3), since
+# 2 would claim the cluster is CRITICAL (see toolkit/health/cli.py)
+USAGE_EXIT_CODES = {"pctk health run": 3}
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A top-level command imported only when it runs or shows its own help.
+
+    ``target`` is ``module:attribute``: a ``typer.Typer`` sub-app, a command function, or,
+    with ``registers``, a function that registers this command (and siblings) on an app.
+    """
+
+    name: str
+    target: str
+    help: str
+    registers: bool = False
+
+
+COMMANDS = (
+    LazyCommand("local", "toolkit.local.cli:app",
+                "The local twin: a real Slurm cluster (munge, MariaDB + slurmdbd, slurmctld, one "
+                "slurmd per node) on this machine, shaped like a ParallelCluster config."),
+    LazyCommand("config", "toolkit.config.cli:app",
+                "Generate, check, upgrade, show and compare ParallelCluster v3 configs."),
+    LazyCommand("submit", "toolkit.submit.cli:register",
+                "Submit a command (multi-node aware: srun across nodes) or a Python function.",
+                registers=True),
+    LazyCommand("jobs", "toolkit.submit.cli:register",
+                "Your jobs: id, name, state, nodes, elapsed, exit code (sacct; squeue without "
+                "accounting).", registers=True),
+    LazyCommand("logs", "toolkit.submit.cli:register",
+                "Print a job's output (per task with --task), following it with --follow.",
+                registers=True),
+    LazyCommand("cancel", "toolkit.submit.cli:register", "Cancel jobs (scancel).",
+                registers=True),
+    LazyCommand("bench", "toolkit.bench.cli:app",
+                "Benchmarks that validate the accelerator and interconnect layers."),
+    LazyCommand("health", "toolkit.health.cli:app",
+                "Node health: GPUs, EFA, storage, munge, clock; drain and resume."),
+    LazyCommand("results", "toolkit.results.cli:app",
+                "Stored benchmark and health results: list, compare, export."),
+    LazyCommand("report", "toolkit.results.cli:report_command",
+                "Write one self-contained HTML report: busbw, training, health, cluster summary."),
+    LazyCommand("demo", "toolkit.demo:demo_command",
+                "Start the twin, check node health, sweep collectives, train FSDP, store and "
+                "report."),
+)
+
+
+def load_command(spec: LazyCommand) -> Any:
+    """Import ``spec.target`` and build its click command exactly as ``add_typer`` would."""
+    import importlib
+
+    module_name, attribute = spec.target.split(":")
+    target = getattr(importlib.import_module(module_name), attribute)
+    holder = typer.Typer()
+    if spec.registers:
+        target(holder)
+    elif isinstance(target, typer.Typer):
+        holder.add_typer(target, name=spec.name)
+    else:
+        holder.command(spec.name)(target)
+    return typer.main.get_group(holder).commands[spec.name]
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The root group: lists every command from :data:`COMMANDS`, imports one when used."""
+
+    _listing = False  # True while help lists the commands: short help needs no import
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        eager = [n for n in super().list_commands(ctx) if n not in _BY_NAME]
+        return [*_BY_NAME, *eager]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        spec = _BY_NAME.get(cmd_name)
+        if spec is None or cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        if self._listing:
+            return typer.core.TyperCommand(name=cmd_name, help=spec.help)
+        self.commands[cmd_name] = load_command(spec)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each command with its whole first paragraph, wrapped (click would cut it at '...')."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, first_paragraph(cmd.help or "")))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def first_paragraph(text: str) -> str:
+    return " ".join(text.strip().split("\n\n")[0].split())
+
+
+_BY_NAME = {c.name: c for c in COMMANDS}
+
+# rich_markup_mode=None: the root help in click's plain format, since typer's rich formatter
+# costs 0.2 s of imports; each subcommand's own help keeps the rich format
 app = typer.Typer(
     name="pctk",
+    cls=LazyGroup,
     help=(
         "Stand up, use and trust Slurm clusters on AWS ParallelCluster: generate and check "
         "cluster configs, submit jobs, benchmark the interconnect and training, check node "
@@ -32,16 +145,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(local_app, name="local")
-app.add_typer(bench_app, name="bench")
-register_submit(app)
-app.add_typer(config_app, name="config")
-app.add_typer(results_app, name="results")
-app.add_typer(health_app, name="health")
-app.command("report")(report_command)
-app.command("demo")(demo_command)
 
 
 def _version(value: bool) -> None:
@@ -59,8 +165,47 @@ def _root(
     """pctk: the Slurm-on-ParallelCluster toolkit."""
 
 
+def click_exception_types() -> tuple[type[BaseException], ...]:
+    """The ``ClickException`` classes a usage error can be an instance of.
+
+    typer parses with its own copy of click since 0.2x (``typer._click``) and with the click
+    package before; ``typer.BadParameter`` is a usage error of whichever copy it uses. A
+    separately imported click package is caught too, for code that raises its errors.
+    """
+    found = [c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"]
+    click = sys.modules.get("click")
+    if click is not None:
+        found.append(click.ClickException)
+    return tuple(found)
+
+
+def report_usage_error(exc: Any) -> int:
+    """Print a click error as one line pointing at the command's help; return the exit code."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "pctk"
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        # a bare group: its help, which typer's rich formatter has already printed
+        help_text = exc.format_message()
+        if help_text.strip():
+            print(help_text, file=sys.stderr)
+    else:
+        message = " ".join(exc.format_message().split())
+        print(f"pctk: error: {message} (see '{path} --help')", file=sys.stderr)
+    return USAGE_EXIT_CODES.get(path, USAGE_EXIT_CODE)
+
+
+def _system_exit_code(code: object) -> int:
+    """What the interpreter would exit with for ``SystemExit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: turn user-fixable errors into one line and exit code 2."""
+    """Console entry point: return the exit code; user-fixable errors are one line on stderr."""
     try:
         # without standalone mode click returns typer.Exit's code instead of raising it
         rc = app(args=argv, prog_name="pctk", standalone_mode=False)
@@ -75,12 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pctk: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # click usage errors arrive here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
+    except SystemExit as exc:  # a command's sys.exit(n): main() returns, callers go on
+        return _system_exit_code(exc.code)
+    except Exception as exc:
+        if isinstance(exc, click_exception_types()):
+            return report_usage_error(exc)
         raise
     return rc if isinstance(rc, int) else 0
 

@@ -18,6 +18,19 @@ from rich.rule import Rule
 from toolkit.errors import PctkError
 
 
+def run_step(console: Console, title: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> int:
+    """Run one pctk command in this process; its exit code, or PctkError if not in ``ok``."""
+    from toolkit.cli import main as pctk
+
+    console.print(Rule(f"[bold]{title}[/]"))
+    console.print(f"[dim]$ pctk {' '.join(argv)}[/]")
+    code = pctk(argv)
+    if code not in ok:
+        raise PctkError(f"demo step '{title}' failed (exit {code})",
+                        "see the output above; `pctk local status` shows the twin")
+    return code
+
+
 def demo_command(
     out: Path = typer.Option(Path("out/demo"), "--out", "-o",
                              help="Folder for records, logs and the report."),
@@ -28,8 +41,6 @@ def demo_command(
     db: Path = typer.Option(None, "--db", help="Results database (default: the per-user one)."),
 ) -> None:
     """Start the twin, check node health, sweep collectives, train FSDP, store and report."""
-    from toolkit.cli import main as pctk
-
     console = Console()
     out = out.absolute()
     out.mkdir(parents=True, exist_ok=True)
@@ -39,13 +50,7 @@ def demo_command(
     workers = str(min(nodes, 4))
 
     def step(title: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> int:
-        console.print(Rule(f"[bold]{title}[/]"))
-        console.print(f"[dim]$ pctk {' '.join(argv)}[/]")
-        code = pctk(argv)
-        if code not in ok:
-            raise PctkError(f"demo step '{title}' failed (exit {code})",
-                            "see the output above; `pctk local status` shows the twin")
-        return code
+        return run_step(console, title, argv, ok)
 
     step("1. Start the local twin", ["local", "up", "--config", config, "--nodes", str(nodes)])
     import os

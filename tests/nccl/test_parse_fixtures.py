@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.nccl import FIXTURES
 from toolkit.errors import PctkError
 from toolkit.nccl import parse_nccl_file, parse_nccl_output
 from toolkit.nccl.model import CollectiveRun
 from toolkit.nccl.verdict import judge
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl"
-EXPECTED_FILE = FIXTURES / "expected.json"
-pytestmark = pytest.mark.skipif(not EXPECTED_FILE.is_file(),
-                                reason=f"real nccl-tests fixtures not found at {FIXTURES}")
-EXPECTED: dict[str, Any] = (json.loads(EXPECTED_FILE.read_text())["files"]
-                            if EXPECTED_FILE.is_file() else {})
+EXPECTED: dict[str, Any] = json.loads((FIXTURES / "expected.json").read_text())["files"]
 
 
 def _parse(name: str, exp: dict[str, Any]) -> CollectiveRun:

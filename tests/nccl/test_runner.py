@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.record import read_record
+from tests.nccl import FIXTURES
 from toolkit.errors import PctkError
 from toolkit.nccl.parse import parse_nccl_output
 from toolkit.nccl.runner import (
@@ -27,9 +28,7 @@ from toolkit.nccl.runner import (
 )
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl"
 FIXTURE = FIXTURES / "09_nccl-tests-287-allreduce-1gpu-5090-avg0.log"
-needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=f"{FIXTURE} not found")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -71,7 +70,6 @@ def _standin_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@needs_fixture
 def test_runner_passes_arguments_and_environment(tmp_path: Path) -> None:
     spec = LaunchSpec("all_reduce", launcher="none", gpus_per_node=1, max_bytes="128M")
     cmd = build_command(spec, find_binary("all_reduce", str(STANDIN_DIR)))
@@ -83,7 +81,6 @@ def test_runner_passes_arguments_and_environment(tmp_path: Path) -> None:
     assert (tmp_path / "all_reduce.log").read_text() == FIXTURE.read_text()
 
 
-@needs_fixture
 def test_crash_mid_run_keeps_rows_and_failure(tmp_path: Path) -> None:
     cmd = [str(STANDIN_DIR / "all_reduce_perf")]
     log = tmp_path / "crash.log"
@@ -95,7 +92,6 @@ def test_crash_mid_run_keeps_rows_and_failure(tmp_path: Path) -> None:
     assert any("exited with status 134" in ln for ln in run.failure_lines)
 
 
-@needs_fixture
 def test_hung_run_is_stopped_at_the_timeout(tmp_path: Path) -> None:
     cmd = [str(STANDIN_DIR / "all_reduce_perf")]
     out = run_logged(cmd, _standin_env(tmp_path, STANDIN_SLEEP="60"), tmp_path / "hang.log",
@@ -110,7 +106,6 @@ def _pctk(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
                           cwd=REPO, env=env, timeout=120)
 
 
-@needs_fixture
 def test_pctk_bench_nccl_run_writes_record_and_log(tmp_path: Path) -> None:
     env = _standin_env(tmp_path)
     res = _pctk("bench", "nccl", "run", "--launcher", "none", "--gpus-per-node", "1",
@@ -135,7 +130,6 @@ def test_pctk_bench_nccl_run_writes_record_and_log(tmp_path: Path) -> None:
     assert res.returncode == 2 and "nccl-tests-build.sbatch" in res.stderr
 
 
-@needs_fixture
 def test_pctk_bench_nccl_parse_compare_plot_exit_codes(tmp_path: Path) -> None:
     ok = str(FIXTURES / "13_nccl-tests-331-sendrecv-a100-nthread2-info.log")
     bad = str(FIXTURES / "14_nccl-tests-37-allgather-v100-oldest-format-failed.log")

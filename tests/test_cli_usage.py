@@ -1,0 +1,93 @@
+"""Usage errors through the installed ``pctk`` console script: one line, exit 2, no traceback.
+
+The script is the one next to the interpreter running the tests (``.venv/bin/pctk``), so the
+typer and click versions under test are the ones a user of this environment gets.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkit.cli import COMMANDS, first_paragraph, load_command, main
+
+PCTK = Path(sys.executable).parent / "pctk"
+
+# (argv, exit code): 2 for unusable input; pctk health run answers in Nagios codes (3 UNKNOWN)
+BAD_INVOCATIONS = [
+    (["foo"], 2),                                   # unknown command
+    (["--bogus"], 2),                               # unknown root option
+    (["config", "chek", "x.yaml"], 2),              # misspelt subcommand
+    (["config", "show"], 2),                        # missing argument
+    (["config", "show", "--bogus", "x.yaml"], 2),   # unknown option of a subcommand
+    (["config", "new"], 2),                         # missing required option
+    (["config", "new", "--spec"], 2),               # option without its value
+    (["logs"], 2),                                  # missing job id
+    (["jobs", "extra"], 2),                         # unexpected argument
+    (["submit", "--nodes", "two", "--", "hostname"], 2),  # not an int
+    (["submit", "--nodes", "0", "--", "hostname"], 2),    # out of range
+    (["local", "up", "--bogus"], 2),
+    (["bench", "nccl", "prase", "x.log"], 2),
+    (["bench", "collectives", "--nodes", "x"], 2),
+    (["results", "list", "--limit", "0"], 2),
+    (["report", "--bogus"], 2),
+    (["demo", "--nodes", "0"], 2),
+    (["health", "--bogus"], 2),                     # the group, not the Nagios check
+    (["health", "run", "--bogus"], 3),
+    (["health", "run", "--dcgm-level", "7"], 3),
+    (["health", "run", "extra"], 3),
+]
+
+
+def _pctk(*argv: str) -> subprocess.CompletedProcess[str]:
+    assert PCTK.is_file(), f"no console script at {PCTK}: install pctk (make venv)"
+    return subprocess.run([str(PCTK), *argv], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("argv", "code"), BAD_INVOCATIONS,
+                         ids=[" ".join(argv) for argv, _ in BAD_INVOCATIONS])
+def test_usage_error_is_one_line_and_an_exit_code(argv: list[str], code: int) -> None:
+    res = _pctk(*argv)
+    assert "Traceback" not in res.stderr + res.stdout, res.stderr
+    assert res.returncode == code, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pctk: error: "), res.stderr
+    assert "--help" in lines[0] and res.stdout == ""
+
+
+def test_misspelt_command_gets_a_suggestion() -> None:
+    assert "Did you mean 'check'?" in _pctk("config", "chek", "x.yaml").stderr
+
+
+def test_bare_group_prints_its_help_and_exit_2() -> None:
+    res = _pctk("config")
+    assert res.returncode == 2 and "Traceback" not in res.stderr + res.stdout
+    assert "check" in res.stdout + res.stderr
+
+
+def test_help_lists_every_command_without_importing_any() -> None:
+    code = ("import sys; from toolkit.cli import main; main(['--help']); "
+            "print(sorted(m for m in sys.modules if m.startswith('toolkit.')))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    help_text, loaded = res.stdout.rstrip().rsplit("\n", 1)
+    assert loaded == "['toolkit.cli', 'toolkit.errors']"
+    flat = " ".join(help_text.split())
+    for spec in COMMANDS:
+        assert f"{spec.name} {spec.help}" in flat, spec.name
+
+
+@pytest.mark.parametrize("spec", COMMANDS, ids=lambda s: s.name)
+def test_listed_help_is_the_commands_own(spec, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    assert first_paragraph(load_command(spec).help or "") == spec.help
+    assert main([spec.name, "--help"]) == 0
+    assert f"pctk {spec.name}" in capsys.readouterr().out
+
+
+def test_version_through_the_console_script() -> None:
+    res = _pctk("--version")
+    assert res.returncode == 0 and res.stdout.startswith("pctk ")
