@@ -27,7 +27,7 @@ from toolkit.nccl.runner import (
 )
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE = FIXTURES / "09_nccl-tests-287-allreduce-1gpu-5090-avg0.log"
 needs_fixture = pytest.mark.skipif(not FIXTURE.is_file(), reason=f"{FIXTURE} not found")
 REPO = Path(__file__).resolve().parents[2]
