@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import RecordError, new_record, read_record
+from benchmarks.record import RecordError, new_record, validate_record
 from toolkit.errors import PctkError
+from toolkit.fsutil import InputTooLarge, NotRegularFile, open_regular_text
 from toolkit.nccl.model import CollectiveRun
 from toolkit.nccl.parse import parse_nccl_file
 from toolkit.nccl.verdict import Expectation, Verdict, judge, lookup_expectation, worst
@@ -80,24 +81,38 @@ def runs_from_record(rec: dict[str, Any]) -> list[CollectiveRun]:
     return [CollectiveRun.from_block(b) for b in blocks]
 
 
+def _read_if_json(p: Path) -> str | None:
+    """The whole (bounded) text when the file starts with ``{``, else None."""
+    try:
+        with open_regular_text(p) as lines:
+            for line in lines:
+                if line.strip():
+                    return line + lines.read() if line.lstrip().startswith("{") else None
+    except (NotRegularFile, InputTooLarge) as exc:
+        raise PctkError(str(exc), "pass a result record or an nccl-tests log") from None
+    except OSError as exc:
+        raise PctkError(f"cannot read {p}: {exc.strerror}", "check the path") from None
+    return None
+
+
 def load_runs(path: str | Path, *, collective: str | None = None,
               nranks: int | None = None) -> list[CollectiveRun]:
     """Runs from a result record (JSON with our schema) or from a raw nccl-tests log/JSON."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise PctkError(f"{p}: no such file", "pass a result record or an nccl-tests log")
-    text = p.read_text(errors="replace")
+    text = _read_if_json(p)
     doc: Any = None
-    if text.lstrip().startswith("{"):
+    if text is not None:
         try:
             doc = json.loads(text)
         except json.JSONDecodeError:
             doc = None  # maybe a truncated nccl-tests -J file: the parser salvages it
     if isinstance(doc, dict) and "schema" in doc:
         try:
-            runs = runs_from_record(read_record(p))
+            runs = runs_from_record(validate_record(doc))
         except RecordError as exc:
-            raise PctkError(str(exc), "pass a valid pctk result record") from None
+            raise PctkError(f"{p}: {exc}", "pass a valid pctk result record") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise PctkError(f"{p}: unreadable record ({exc})", "regenerate the record") from None
         for r in runs:

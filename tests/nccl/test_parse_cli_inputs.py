@@ -1,0 +1,88 @@
+"""``pctk bench nccl parse`` through the installed console script: what it reads, what it
+refuses, what it records about the run (from the log, not from the machine parsing it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkit.fsutil import InputTooLarge, NotRegularFile, open_regular_text
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SENDRECV = FIXTURES / "13_nccl-tests-331-sendrecv-a100-nthread2-info.log"
+PCTK = Path(sys.executable).parent / "pctk"
+
+
+def _pctk(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PCTK), *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def _refused_quickly(path: str) -> subprocess.CompletedProcess[str]:
+    t0 = time.monotonic()
+    res = _pctk("bench", "nccl", "parse", path, timeout=30)
+    assert time.monotonic() - t0 < 20
+    assert res.returncode == 2, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    return res
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    res = _refused_quickly(str(fifo))
+    assert "not a regular file (a FIFO)" in res.stderr
+
+
+def test_dev_zero_is_refused() -> None:
+    res = _refused_quickly("/dev/zero")
+    assert "not a regular file (a character device)" in res.stderr
+
+
+def test_log_above_the_read_limit_is_refused(tmp_path: Path) -> None:
+    res = _pctk("bench", "nccl", "parse", str(SENDRECV), "--max-bytes", "4K")
+    assert res.returncode == 2
+    assert "above the read limit of 4096 bytes" in res.stderr
+
+
+def test_bounded_reader_stops_a_growing_file_at_the_cap(tmp_path: Path) -> None:
+    log = tmp_path / "grow.log"
+    log.write_text("x" * 100 + "\n")
+    with open_regular_text(log, max_bytes=1000) as lines:
+        log.write_text("y\n" * 2000)   # grows after the size check
+        with pytest.raises(InputTooLarge):
+            list(lines)
+    with pytest.raises(NotRegularFile):
+        open_regular_text(tmp_path)
+
+
+def test_record_names_the_software_the_log_ran_and_parsing_skips_torch(tmp_path: Path) -> None:
+    out = tmp_path / "rec.json"
+    probe = ("import sys\n"
+             f"sys.argv = ['pctk', 'bench', 'nccl', 'parse', {str(SENDRECV)!r}, '-o', "
+             f"{str(out)!r}]\n"
+             "from toolkit.cli import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "assert 'torch' not in sys.modules, 'parse imported torch'\n")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(out.read_text())
+    sw = rec["software"]
+    assert (sw["nccl"], sw["cuda"], sw["cuda_driver"]) == ("2.22.3", "12.2", "12.1")
+    assert sw["torch"] is None and sw["python"] is None and "host" not in sw
+    assert rec["cluster"]["hosts"] == ["lrdn2296"]
+
+
+def test_expect_ranks_fails_a_run_on_fewer_ranks() -> None:
+    ok = _pctk("bench", "nccl", "parse", str(SENDRECV), "--expect-ranks", "2", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["verdict"]["status"] == "PASS"
+    bad = _pctk("bench", "nccl", "parse", str(SENDRECV), "--expect-ranks", "16", "--json")
+    assert bad.returncode == 1
+    assert any("16 launched" in r for r in json.loads(bad.stdout)["verdict"]["reasons"])
