@@ -86,3 +86,13 @@ def test_expect_ranks_fails_a_run_on_fewer_ranks() -> None:
     bad = _pctk("bench", "nccl", "parse", str(SENDRECV), "--expect-ranks", "16", "--json")
     assert bad.returncode == 1
     assert any("16 launched" in r for r in json.loads(bad.stdout)["verdict"]["reasons"])
+
+
+def test_many_runs_print_one_line_each(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.log"
+    loop.write_text(SENDRECV.read_text() * 20)
+    res = _pctk("bench", "nccl", "parse", str(loop), "--collective", "sendrecv")
+    assert res.returncode == 0, res.stderr
+    rows = [ln for ln in res.stdout.splitlines() if ln.split()[:2][-1:] == ["sendrecv"]]
+    assert len(rows) == 20 and all(ln.split()[2] == "2" for ln in rows)
+    assert "20 runs: one line each" in res.stdout

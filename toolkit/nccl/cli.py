@@ -42,6 +42,9 @@ FromRecord = typer.Option(None, "--from-record",
                           help="Judge an existing record instead of submitting.")
 
 
+MAX_RUN_TABLES = 12
+
+
 def _console(as_json: bool) -> Console:
     # with --json, stdout carries only the JSON document
     return Console(stderr=True) if as_json else Console()
@@ -61,7 +64,7 @@ def _exit_for(status_failed: bool) -> None:
 
 def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_json: bool,
                csv_path: Path | None, plot_path: Path | None) -> None:
-    from toolkit.nccl.report import plot_busbw, print_run, write_csv
+    from toolkit.nccl.report import plot_busbw, print_run, runs_summary, write_csv
 
     if csv_path:
         write_csv(csv_path, runs)
@@ -71,8 +74,13 @@ def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_jso
         typer.echo(json.dumps(rec, indent=2, sort_keys=True))
         return
     console = _wide_console()
-    for run, v in zip(runs, verdicts, strict=True):
-        print_run(console, run, v)
+    if len(runs) > MAX_RUN_TABLES:
+        typer.echo(runs_summary(runs, verdicts))
+        typer.echo(f"{len(runs)} runs: one line each (per-size tables above "
+                   f"{MAX_RUN_TABLES} runs are left to --csv, --json or --out)")
+    else:
+        for run, v in zip(runs, verdicts, strict=True):
+            print_run(console, run, v)
     console.print(f"[bold]overall {rec['verdict']['status']}[/]")
 
 

@@ -45,12 +45,12 @@ class NetworkScanner:
     def feed(self, line: str) -> None:
         if "NCCL INFO" not in line:
             return
-        if m := _USING.search(line):
+        if "Using network" in line and (m := _USING.search(line)):
             self.used.setdefault(m.group(1), line.strip())
-        elif m := _PROVIDER.search(line):
+        elif "Selected" in line and (m := _PROVIDER.search(line)):
             self.providers.add(m.group(1).lower())
             self.inits.setdefault("provider:" + m.group(1), line.strip())
-        elif m := _NET_INIT.search(line):
+        elif "INFO NET/" in line and (m := _NET_INIT.search(line)):
             self.inits.setdefault(m.group(1), line.strip())
 
     def result(self) -> Network:

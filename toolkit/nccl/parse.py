@@ -41,7 +41,7 @@ _NCCL_VERSION = re.compile(r"NCCL version (\S+)")
 _OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(\S+)")
 _CUDA_DRIVER = re.compile(r"NCCL INFO cudaDriverVersion (\d+)")
-_NRANKS_INFO = re.compile(r"NCCL INFO .*\bn[Rr]anks (\d+)")
+_NRANKS_INFO = re.compile(r"\bn[Rr]anks (\d+)")
 _COMMAND = re.compile(r"(?:^|[\s/=])([a-z_]+)_perf(?:_mpi)?\b")
 _FAILURE = re.compile(
     r"Test NCCL failure|Test failure|Cuda failure|CUDA failure|NCCL failure|"
@@ -240,14 +240,18 @@ class _RunReader:
         self._context(line, body)
 
     def _info(self, line: str) -> None:
+        # most of a debug log is INFO lines: cheap substring tests before any regex
         self.net.feed(line)
         self.algo.feed(line)
         run = self.run
-        if (m := _NRANKS_INFO.search(line)) and int(m.group(1)) not in run.info_nranks:
+        if "anks " in line and (m := _NRANKS_INFO.search(line)) and \
+                int(m.group(1)) not in run.info_nranks:
             run.info_nranks.append(int(m.group(1)))
-        if run.nccl_version is None and (m := _NCCL_VERSION.search(line)):
+        if run.nccl_version is None and "version" in line and \
+                (m := _NCCL_VERSION.search(line)):
             run.nccl_version = m.group(1)
-        if run.cuda_driver is None and (m := _CUDA_DRIVER.search(line)):
+        if run.cuda_driver is None and "cudaDriverVersion" in line and \
+                (m := _CUDA_DRIVER.search(line)):
             code = int(m.group(1))
             run.cuda_driver = f"{code // 1000}.{code % 1000 // 10}"
         if "NCCL_TESTS_SPLIT" in line:
