@@ -65,6 +65,25 @@ def test_trailing_lines_of_a_run_stay_with_it_and_hosts_are_per_run(tmp_path: Pa
     assert runs[1].nccl_version == "2.22.3+cuda12.2" and runs[0].nccl_version is None
 
 
+def test_crashed_run_in_a_loop_does_not_swallow_the_next(tmp_path: Path) -> None:
+    crash = FIXTURES / "10_nccl-tests-287-allreduce-2gpu-crash-info.log"
+    runs = parse_nccl_file(_loop_log(tmp_path, crash, SENDRECV, ALLREDUCE_1GPU))
+    assert [(r.collective, r.complete, len(r.rows)) for r in runs] == [
+        ("all_reduce", False, 0), (None, True, 29), ("all_reduce", True, 25)]
+    assert [judge(r).status for r in runs] == ["FAIL", "PASS", "WARN"]
+    assert all(r.separate_processes == 1 for r in runs)
+
+
+def test_command_line_after_a_crash_labels_the_next_run(tmp_path: Path) -> None:
+    text = SENDRECV.read_text()
+    cut = text[:text.index("   268435456")] + "srun: error: node-3: task 1: Killed\n"
+    log = tmp_path / "loop.log"
+    log.write_text(cut + ALLREDUCE_1GPU.read_text())
+    runs = parse_nccl_file(log)
+    assert [(r.collective, r.complete) for r in runs] == [(None, False), ("all_reduce", True)]
+    assert runs[0].failure_lines == ["srun: error: node-3: task 1: Killed"]
+
+
 # --- 2. pastes without the column header -----------------------------------------------
 
 def _without_header(path: Path) -> str:
@@ -181,6 +200,7 @@ def test_old_allgather_convention_gives_one_note_not_warnings() -> None:
     assert len(notes) == 1
     v = judge(run)
     assert not any("figures disagree" in r for r in v.reasons)
+    assert sum("old nccl-tests convention" in r for r in v.reasons) == 1
 
 
 def test_old_convention_is_not_assumed_for_todays_figures() -> None:
@@ -241,6 +261,8 @@ def test_algorithm_lands_in_the_parsed_run_and_record_block() -> None:
         " to Ring\n")
     run = parse_nccl_output(text)[0]
     assert run.algorithm == "Ring" and "NCCL_ALGO=Ring" in (run.algorithm_source or "")
+    assert any(r.startswith("note: NCCL algorithm Ring (NCCL_ALGO=Ring") for r in
+               judge(run).reasons)
     block = run.to_block()
     assert block["algorithm"] == "Ring"
     assert CollectiveRun.from_block(block).algorithm == "Ring"

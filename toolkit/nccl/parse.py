@@ -212,6 +212,11 @@ class _RunReader:
         return self.cols is not None or bool(self.run.rows)
 
     @property
+    def stopped_early(self) -> bool:
+        """Past its header (or already failing) but without a footer."""
+        return not self.run.complete and (self.has_table or bool(self.failures.items))
+
+    @property
     def interleaved(self) -> bool:
         return self.preambles > 1 or any(n > 1 for n in self.rank_counts.values())
 
@@ -314,6 +319,15 @@ class _RunReader:
             return
         self.run.collective_source = source
 
+    def _failure_lines(self) -> list[str]:
+        """Why a run stopped: what came after its last row (else its WARN lines)."""
+        if self.run.complete:
+            return self.failures.lines()
+        failures = self.after.lines()
+        if not self.run.rows and not failures:
+            failures = self.warn.lines()
+        return failures[:MAX_FAILURE_LINES]
+
     def finish(self, collective: str | None, source: str | None,
                nranks: int | None) -> CollectiveRun:
         run = self.run
@@ -332,12 +346,7 @@ class _RunReader:
         if self.interleaved or self.footers > 1:
             run.separate_processes = max(self.preambles, self.footers,
                                          max(self.rank_counts.values(), default=1))
-        failures = self.failures.lines()
-        if not run.complete:
-            failures = self.after.lines()
-            if not run.rows and not failures:
-                failures = self.warn.lines()
-        run.failure_lines = failures[:MAX_FAILURE_LINES]
+        run.failure_lines = self._failure_lines()
         run.warn_lines = self.warn.lines()
         if self.warn.dropped:
             run.notes.append(f"{self.warn.dropped} more NCCL WARN lines not kept")
@@ -378,13 +387,81 @@ def _cuda_from_nccl(version: str | None) -> str | None:
 
 # lines after a footer that still belong to the finished run
 _CONCLUDED = re.compile(r"Collective test concluded")
-# a new run begins here (a complete run never continues past one of these)
+# lines held back after a footer before they are given to the finished run after all
 _MAX_PENDING = 10_000
 
 
 def _starts_run(body: str) -> bool:
+    """A line that opens a run (a finished run never continues past one)."""
     return bool(_header_tokens(body) or _NTHREAD.search(body) or _STARTING.search(body)
                 or _TESTS_VERSION.search(body))
+
+
+class _Splitter:
+    """Cuts a line stream into runs and hands each line to the run it belongs to.
+
+    Lines between a run's end (footer, or a crash) and the next run's start are held back
+    (``pending``): shell traces, prompts and command lines there belong to the next run.
+    """
+
+    def __init__(self, collective: str | None, source: str | None, nranks: int | None):
+        self.args = (collective, source, nranks)
+        self.runs: list[CollectiveRun] = []
+        self.cur = _RunReader()
+        self.pending: list[str] = []
+        self.evidence = False
+
+    def feed(self, raw: str) -> None:
+        line = strip_prefix(raw.rstrip("\r\n"))
+        body = line.strip().lstrip("#").strip() if "NCCL INFO" not in line else ""
+        starts = bool(body) and _starts_run(body)
+        cur = self.cur
+        if cur.run.complete and not cur.interleaved:
+            if not starts:
+                self._after_footer(line, body)
+                return
+            self._next_run()
+        elif cur.stopped_early and not cur.interleaved:
+            if starts and not _header_tokens(body):
+                self._next_run()
+            elif body and _COMMAND.search(line) and not _FAILURE.search(line):
+                self.pending.append(line)    # the next run's command line, after a crash
+                return
+        self.cur.feed(line)
+
+    def _after_footer(self, line: str, body: str) -> None:
+        if _CONCLUDED.search(body):
+            self._flush_pending()
+            self.cur.feed(line)
+            return
+        self.pending.append(line)
+        if len(self.pending) > _MAX_PENDING:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        for p in self.pending:
+            self.cur.feed(p)
+        self.pending = []
+
+    def _next_run(self) -> None:
+        self._close()
+        self.cur = _RunReader()
+        self._flush_pending()
+
+    def _close(self) -> None:
+        self.evidence = self.evidence or self.cur.evidence
+        self.runs.append(self.cur.finish(*self.args))
+
+    def end(self) -> list[CollectiveRun]:
+        self._flush_pending()
+        if not (self.evidence or self.cur.evidence):
+            source = self.args[1]
+            where = f" in {source}" if source else ""
+            raise PctkError(f"no nccl-tests output found{where} (no 'size count type' "
+                            "header, no data rows, no device lines, no failure lines)",
+                            "pass the stdout of an nccl-tests binary (all_reduce_perf, ...)")
+        self._close()
+        return self.runs
 
 
 def parse_nccl_lines(lines: Iterable[str], *, collective: str | None = None,
@@ -394,59 +471,15 @@ def parse_nccl_lines(lines: Iterable[str], *, collective: str | None = None,
 
     Runs split where a finished run (footer seen) is followed by the start of another
     (header, ``# nThread``, ``Collective test starting``, ``nccl-tests version``), or
-    where a started table is followed by another run's preamble. Lines between a footer
-    and the next start (shell traces, command lines, prompts) belong to the next run, so
-    a shell loop's ``+ ./build/all_gather_perf`` labels the run it starts. The outputs of
-    processes that each ran alone (rank 0 printed by each) stay one run, flagged.
+    where a run that stopped early is followed by another run's preamble. Lines in between
+    (shell traces, command lines, prompts) belong to the next run, so a shell loop's
+    ``+ ./build/all_gather_perf`` labels the run it starts. The outputs of processes that
+    each ran alone (rank 0 printed by each) stay one run, flagged.
     """
-    runs: list[CollectiveRun] = []
-    cur = _RunReader()
-    pending: list[str] = []       # lines after a footer, not yet placed
-    evidence = False
-
-    def close(reader: _RunReader) -> None:
-        runs.append(reader.finish(collective, source, nranks))
-
+    splitter = _Splitter(collective, source, nranks)
     for raw in lines:
-        line = strip_prefix(raw.rstrip("\r\n"))
-        body = line.strip().lstrip("#").strip() if "NCCL INFO" not in line else ""
-        starts = bool(body) and _starts_run(body)
-        if cur.run.complete and not cur.interleaved:
-            if starts:
-                evidence = evidence or cur.evidence
-                close(cur)
-                cur = _RunReader()
-                for p in pending:
-                    cur.feed(p)
-                pending = []
-            elif _CONCLUDED.search(body):
-                for p in [*pending, line]:
-                    cur.feed(p)
-                pending = []
-                continue
-            else:
-                pending.append(line)
-                if len(pending) > _MAX_PENDING:
-                    for p in pending:
-                        cur.feed(p)
-                    pending = []
-                continue
-        elif starts and cur.run.rows and not cur.interleaved and not _header_tokens(body):
-            # a table that stopped without its footer, then the next run's preamble
-            evidence = evidence or cur.evidence
-            close(cur)
-            cur = _RunReader()
-        cur.feed(line)
-    for p in pending:
-        cur.feed(p)
-    evidence = evidence or cur.evidence
-    if not evidence:
-        where = f" in {source}" if source else ""
-        raise PctkError(f"no nccl-tests output found{where} (no 'size count type' header, "
-                        "no data rows, no device lines, no failure lines)",
-                        "pass the stdout of an nccl-tests binary (all_reduce_perf, ...)")
-    close(cur)
-    return runs
+        splitter.feed(raw)
+    return splitter.end()
 
 
 def parse_nccl_output(text: str, *, collective: str | None = None, source: str | None = None,

@@ -193,6 +193,11 @@ def judge(run: CollectiveRun, expectation: Expectation | None = None,
         v.reasons.append("note: no NCCL_DEBUG=INFO network lines; EFA use not verified")
     elif transport not in ("efa", "unknown"):
         v.reasons.append(f"note: network {transport} (not EFA)")
+    for note in run.notes:
+        if note.startswith(("old nccl-tests convention", "no column header")):
+            v.reasons.append(f"note: {note}")
+    if run.algorithm:
+        v.reasons.append(f"note: NCCL algorithm {run.algorithm} ({run.algorithm_source})")
     if run.inconsistencies:
         first = run.inconsistencies[0]
         v.add("WARN", f"{len(run.inconsistencies)} figures disagree beyond rounding "
