@@ -96,3 +96,27 @@ def test_many_runs_print_one_line_each(tmp_path: Path) -> None:
     rows = [ln for ln in res.stdout.splitlines() if ln.split()[:2][-1:] == ["sendrecv"]]
     assert len(rows) == 20 and all(ln.split()[2] == "2" for ln in rows)
     assert "20 runs: one line each" in res.stdout
+
+
+def test_a_large_log_is_streamed_not_held_in_memory(tmp_path: Path) -> None:
+    """30 MiB of a real debug log (fixture 05's INFO lines repeated inside its one run):
+    a parser holding the text and its lines would need over 100 MiB more than streaming."""
+    real = (FIXTURES / "05_aws-efa-eks-p4d-16rank-oldformat-info.log").read_bytes()
+    lines = real.splitlines(keepends=True)
+    header = next(i for i, ln in enumerate(lines) if b"size         count" in ln)
+    info = b"".join(ln for ln in lines[:header] if b"NCCL INFO" in ln)
+    log = tmp_path / "debug.log"
+    with log.open("wb") as fh:
+        fh.write(b"".join(lines[:header - 1]))
+        for _ in range((30 << 20) // len(info)):
+            fh.write(info)
+        fh.write(b"".join(lines[header - 1:]))
+    proc = subprocess.Popen([str(PCTK), "bench", "nccl", "parse", str(log), "--collective",
+                             "all_reduce", "-o", str(tmp_path / "rec.json")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    peak_mib = usage.ru_maxrss / 1024
+    assert peak_mib < 100, f"peak RSS {peak_mib:.0f} MiB for a 30 MiB log"
+    rec = json.loads((tmp_path / "rec.json").read_text())
+    assert len(rec["metrics"]["collectives"][0]["rows"]) == 30

@@ -212,8 +212,9 @@ class _RunReader:
         return self.cols is not None or bool(self.run.rows)
 
     @property
-    def stopped_early(self) -> bool:
-        """Past its header (or already failing) but without a footer."""
+    def unfinished(self) -> bool:
+        """Past its header (or already failing), no footer yet: another run's preamble
+        here means this one stopped early."""
         return not self.run.complete and (self.has_table or bool(self.failures.items))
 
     @property
@@ -421,7 +422,7 @@ class _Splitter:
                 self._after_footer(line, body)
                 return
             self._next_run()
-        elif cur.stopped_early and not cur.interleaved:
+        elif cur.unfinished and not cur.interleaved:
             if starts and not _header_tokens(body):
                 self._next_run()
             elif body and _COMMAND.search(line) and not _FAILURE.search(line):
