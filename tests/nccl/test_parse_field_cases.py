@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,26 @@ def test_command_line_after_a_crash_labels_the_next_run(tmp_path: Path) -> None:
     runs = parse_nccl_file(log)
     assert [(r.collective, r.complete) for r in runs] == [(None, False), ("all_reduce", True)]
     assert runs[0].failure_lines == ["srun: error: node-3: task 1: Killed"]
+
+
+def _with_banner(path: Path, binary: str) -> str:
+    """The log as nccl-tests >= 2.13 prints it: a version line, 'Collective test starting'
+    before the preamble and 'Collective test concluded' after the footer."""
+    body = "".join(ln for ln in path.read_text().splitlines(keepends=True)
+                   if "$ " not in ln)   # drop the shell prompt: the banner names the test
+    return ("# nccl-tests version 2.18.0 nccl-headers=22907 nccl-library=22907\n"
+            f"# Collective test starting: {binary}\n{body}"
+            f"# Collective test concluded: {binary}\n#\n\n")
+
+
+def test_runs_named_by_their_banner_keep_their_names() -> None:
+    text = (_with_banner(ALLREDUCE_1GPU, "all_reduce_perf_mpi") +
+            "=== sendrecv rep 1 ===\n" + _with_banner(SENDRECV, "sendrecv_perf"))
+    runs = parse_nccl_output(text)
+    assert [(r.collective, r.collective_source) for r in runs] == [
+        ("all_reduce", "log header"), ("sendrecv", "log header")]
+    assert [r.nccl_tests_version for r in runs] == ["2.18.0", "2.18.0"]
+    assert [len(r.rows) for r in runs] == [25, 29]
 
 
 # --- 2. pastes without the column header -----------------------------------------------
@@ -267,3 +288,15 @@ def test_algorithm_lands_in_the_parsed_run_and_record_block() -> None:
     assert block["algorithm"] == "Ring"
     assert CollectiveRun.from_block(block).algorithm == "Ring"
     assert parse_nccl_file(SENDRECV)[0].algorithm is None
+
+
+def test_algorithm_from_the_environment_of_a_json_file() -> None:
+    from toolkit.nccl.parse_json import parse_nccl_json
+
+    doc = {"args": ["./build/all_reduce_perf", "-b", "8", "-J", "out.json"],
+           "env": ["FI_PROVIDER=efa", "NCCL_ALGO=Ring"], "nccl_version": 22703,
+           "config": {"nthreads": 1, "ngpus": 8, "devices": [
+               {"rank": 0, "group": 0, "pid": 1, "hostname": "a", "device": 0}]},
+           "results": [], "average_bus_bandwidth": {"bandwidth": 0, "okay": "unchecked"}}
+    run = parse_nccl_json(json.dumps(doc), source="out.json")
+    assert (run.collective, run.algorithm) == ("all_reduce", "Ring")

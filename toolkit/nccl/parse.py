@@ -315,7 +315,8 @@ class _RunReader:
 
     def _set_collective(self, name: str, source: str) -> None:
         try:
-            self.run.collective = canonical_collective(name)
+            # MPI builds may be installed as all_reduce_perf_mpi
+            self.run.collective = canonical_collective(name.removesuffix("_mpi"))
         except ValueError:
             return
         self.run.collective_source = source
