@@ -8,7 +8,8 @@ NCCL_DEBUG=INFO, 72 KB) in one of two ways:
 - ``single``: one run whose INFO section is repeated, as a verbose debug log of one long
   run looks (one table at the end).
 
-Prints the size, wall seconds, CPU seconds and the child's peak RSS for each.
+Prints the size, wall seconds, CPU seconds and the child's peak RSS for each (a child's
+peak RSS starts from its parent's at fork; this script stays small, about 15 MiB).
 
     .venv/bin/python tests/perf/nccl_parse_large.py [--mb 200] [--mode repeat|single|both]
 """
