@@ -147,12 +147,17 @@ def new_record(
     cluster: dict[str, Any] | None = None,
     software: dict[str, Any] | None = None,
     raw_logs: list[str] | None = None,
+    describe_this_machine: bool = True,
 ) -> dict[str, Any]:
+    """A record; ``describe_this_machine=False`` for a record of a run elsewhere (a parsed
+    log): no Slurm environment or scontrol queries, ``cluster`` and ``software`` as given."""
     if kind not in KINDS:
         raise RecordError(f"unknown record kind {kind!r}; expected one of {', '.join(KINDS)}")
     if status not in STATUSES:
         raise RecordError(f"unknown status {status!r}; expected one of {', '.join(STATUSES)}")
-    base_cluster = cluster_from_env()
+    base_cluster: dict[str, Any] = cluster_from_env() if describe_this_machine else {
+        "name": None, "instance_type": None, "nodes": None, "hosts": [], "partition": None,
+        "job_id": None}
     base_cluster.update(cluster or {})
     return {
         "schema": SCHEMA,

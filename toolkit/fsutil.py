@@ -1,9 +1,11 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one."""
+"""Atomic file writes (a reader sees the old file or the new one, never half of one) and
+bounded reads of regular files."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,3 +35,80 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, mode: int | None = None) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n", mode)
+
+
+DEFAULT_MAX_READ_BYTES = 1 << 30   # 1 GiB: far above any real log or config, far below RAM
+
+
+class InputTooLarge(ValueError):
+    """More bytes than the caller allowed; the message names the file and the limit."""
+
+
+class NotRegularFile(ValueError):
+    """A FIFO, device, socket or directory where a file was expected."""
+
+
+class _BoundedLines:
+    """Text lines of an open binary file, refusing to go past ``max_bytes`` in total."""
+
+    _LINE_CHUNK = 1 << 20   # a line longer than 1 MiB comes back in pieces
+
+    def __init__(self, fh: Any, path: str, max_bytes: int):
+        self._fh, self._path, self._max, self._read = fh, path, max_bytes, 0
+
+    def __enter__(self) -> _BoundedLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fh.close()
+
+    def __iter__(self) -> _BoundedLines:
+        return self
+
+    def __next__(self) -> str:
+        chunk = self._fh.readline(self._LINE_CHUNK)
+        if not chunk:
+            raise StopIteration
+        self._read += len(chunk)
+        if self._read > self._max:
+            raise InputTooLarge(f"{self._path}: more than {self._max} bytes (the read limit)")
+        return str(chunk.decode("utf-8", errors="replace"))
+
+    def read(self) -> str:
+        """The rest of the file as one string (still bounded)."""
+        return "".join(self)
+
+
+def open_regular_text(path: str | os.PathLike[str],
+                      max_bytes: int = DEFAULT_MAX_READ_BYTES) -> _BoundedLines:
+    """Open a regular file for line-by-line text reading with a cap on bytes read.
+
+    FIFOs, character devices (``/dev/zero``), sockets and directories are refused at once
+    (opened non-blocking, so a FIFO with no writer cannot hang the caller), and so is a
+    file whose size already exceeds ``max_bytes``; a file that grows while being read
+    stops at the cap. Raises :class:`NotRegularFile`, :class:`InputTooLarge` or OSError.
+    """
+    name = os.fspath(path)
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{name}: not a regular file ({_kind(st.st_mode)})")
+        if st.st_size > max_bytes:
+            raise InputTooLarge(f"{name}: {st.st_size} bytes, above the read limit of "
+                                f"{max_bytes} bytes")
+        os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    return _BoundedLines(fh, name, max_bytes)
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return what
+    return "not a plain file"

@@ -80,13 +80,12 @@ def test_rows_follow_from_each_other_within_rounding(name: str) -> None:
     exp = EXPECTED[name]
     runs = parse_nccl_file(FIXTURES / name, collective=exp["collective"],
                            nranks=exp["nranks"] or exp.get("nranks_context"))
-    bad = runs[0].inconsistencies
+    assert runs[0].inconsistencies == []
     if name.startswith("14_"):
         # 2019 build: all_gather algbw was size*(n-1)/n / time and busbw = algbw; the
-        # cross-check must notice that both relations differ from today's definitions
-        assert {i.check for i in bad} == {"busbw=algbw*factor", "algbw=size/time"}
-    else:
-        assert bad == []
+        # convention is recognised once for the table instead of a warning per figure
+        old = [n for n in runs[0].notes if n.startswith("old nccl-tests convention")]
+        assert len(old) == 1 and "n=8" in old[0]
 
 
 def test_collective_found_in_log_or_file_name() -> None:

@@ -17,7 +17,7 @@ from toolkit.nccl.verdict import judge, lookup_expectation
 ])
 def test_single_node_p5_judged_by_its_algorithm(algo: str | None, busbw: float,
                                                 status: str) -> None:
-    exp = lookup_expectation("p5.48xlarge", 1, "all_reduce", 4 << 30, algo=algo)
+    exp = lookup_expectation("p5.48xlarge", 1, "all_reduce", 4 << 30, algorithm=algo)
     assert exp is not None and exp.algo == (algo or "Ring")
     v = judge(make_run(busbw, hosts=1), exp, nodes=1)
     assert v.status == status, v.reasons
@@ -26,4 +26,4 @@ def test_single_node_p5_judged_by_its_algorithm(algo: str | None, busbw: float,
 
 
 def test_an_algorithm_without_a_figure_gets_no_bandwidth_verdict() -> None:
-    assert lookup_expectation("p5.48xlarge", 1, "all_reduce", 4 << 30, algo="Tree") is None
+    assert lookup_expectation("p5.48xlarge", 1, "all_reduce", 4 << 30, algorithm="Tree") is None

@@ -38,6 +38,12 @@ side in tables, plots and comparisons::
           "notes": [str],
           "unsupported": str,                # torch sweep: backend lacks the collective
           "implementation": str,             # torch sweep: backend / EMULATED label
+          "algorithm": "NVLS" | "Ring" | "Tree" | ... | null,   # toolkit.nccl.algorithm
+          "algorithm_source": str | null,    # the setting or INFO lines it comes from
+          "info_nranks": [int],              # nranks values of NCCL INFO comm lines
+          "separate_processes": 1,           # >1: lone processes' outputs interleaved
+          "repeated_sizes": 0,               # rows repeating a size (interleaved runs)
+          "nccl_tests_version", "cuda_version", "cuda_driver": str | null,
           "verdict": {"status", "reasons"}   # added by the driver (toolkit.nccl.verdict)
         }
       ]

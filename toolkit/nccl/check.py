@@ -39,10 +39,55 @@ def _disjoint(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[1] < b[0] - 1e-12 or b[1] < a[0] - 1e-12
 
 
+def _fits(m: Measurement, key: str, value: float, target: tuple[float, float]) -> bool:
+    return not _disjoint(_interval(m, key, value), target)
+
+
+def old_prescaled_ranks(run: CollectiveRun) -> int | None:
+    """n when every row follows the pre-2020 all_gather/reduce_scatter convention, else None.
+
+    Builds from 2019 and before printed algbw = size x (n-1)/n / time and busbw = algbw for
+    these two collectives (today: algbw = size / time, busbw = algbw x (n-1)/n). n is read
+    from the ratio algbw / (size / time) = (n-1)/n and must be the same on every row.
+    """
+    if run.collective not in ("all_gather", "reduce_scatter") or not run.rows:
+        return None
+    ranks: set[int] = set()
+    for row in run.rows:
+        for m in (row.out_of_place, row.in_place):
+            if m is None or m.time_us <= 0 or m.algbw_gbps <= 0:
+                continue
+            t_lo, t_hi = _interval(m, "time", m.time_us)
+            if t_lo <= 0:
+                return None
+            plain = (row.size_bytes / t_hi / 1e3, row.size_bytes / t_lo / 1e3)
+            if _fits(m, "algbw", m.algbw_gbps, plain):
+                return None          # today's algbw = size / time holds
+            ratio = m.algbw_gbps / (row.size_bytes / m.time_us / 1e3)
+            if not 0.0 < ratio < 1.0:
+                return None
+            n = round(1.0 / (1.0 - ratio))
+            scaled = (n - 1) / n if n >= 2 else 0.0
+            expect_alg = (plain[0] * scaled, plain[1] * scaled)
+            if n < 2 or not (_fits(m, "algbw", m.algbw_gbps, expect_alg) and
+                    _fits(m, "busbw", m.busbw_gbps, _interval(m, "algbw", m.algbw_gbps))):
+                return None
+            ranks.add(n)
+    if len(ranks) != 1 or (run.nranks and ranks != {run.nranks}):
+        return None
+    return ranks.pop()
+
+
 def check_consistency(run: CollectiveRun) -> tuple[list[Inconsistency], list[str]]:
     """Rows whose figures disagree beyond rounding, and notes on checks that could not run."""
     found: list[Inconsistency] = []
     notes: list[str] = []
+    old_n = old_prescaled_ranks(run)
+    if old_n is not None:
+        # one note for the whole table instead of two disagreements per measurement
+        return [], [f"old nccl-tests convention: {run.collective} algbw printed already "
+                    f"scaled by (n-1)/n with n={old_n} and busbw = algbw (builds before 2020); "
+                    "figures agree with it"]
     factor: float | None = None
     if run.collective and run.nranks:
         factor = busbw_factor(run.collective, run.nranks)

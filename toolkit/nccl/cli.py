@@ -42,6 +42,9 @@ FromRecord = typer.Option(None, "--from-record",
                           help="Judge an existing record instead of submitting.")
 
 
+MAX_RUN_TABLES = 12
+
+
 def _console(as_json: bool) -> Console:
     # with --json, stdout carries only the JSON document
     return Console(stderr=True) if as_json else Console()
@@ -61,7 +64,7 @@ def _exit_for(status_failed: bool) -> None:
 
 def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_json: bool,
                csv_path: Path | None, plot_path: Path | None) -> None:
-    from toolkit.nccl.report import plot_busbw, print_run, write_csv
+    from toolkit.nccl.report import plot_busbw, print_run, runs_summary, write_csv
 
     if csv_path:
         write_csv(csv_path, runs)
@@ -71,8 +74,13 @@ def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_jso
         typer.echo(json.dumps(rec, indent=2, sort_keys=True))
         return
     console = _wide_console()
-    for run, v in zip(runs, verdicts, strict=True):
-        print_run(console, run, v)
+    if len(runs) > MAX_RUN_TABLES:
+        typer.echo(runs_summary(runs, verdicts))
+        typer.echo(f"{len(runs)} runs: one line each (per-size tables above "
+                   f"{MAX_RUN_TABLES} runs are left to --csv, --json or --out)")
+    else:
+        for run, v in zip(runs, verdicts, strict=True):
+            print_run(console, run, v)
     console.print(f"[bold]overall {rec['verdict']['status']}[/]")
 
 
@@ -83,24 +91,37 @@ def parse(
     nranks: int = typer.Option(None, "--nranks", help="Rank count when the log lacks it."),
     instance_type: str = InstanceType,
     nodes: int = typer.Option(None, "--nodes", help="Node count (default: hosts in the log)."),
+    expect_ranks: int = typer.Option(None, "--expect-ranks", min=1,
+                                     help="Ranks launched; a run on another count FAILs."),
+    max_bytes: str = typer.Option("1G", "--max-bytes",
+                                  help="Refuse logs larger than this (K, M, G suffixes)."),
     out: Path = RecordOut,
     csv_path: Path = CsvOut,
     plot_path: Path = PlotOut,
     as_json: bool = JsonOut,
 ) -> None:
     """Parse nccl-tests output, cross-check the figures and give a verdict."""
+    from benchmarks.collectives import parse_bytes
     from benchmarks.record import write_record
     from toolkit.nccl.parse import parse_nccl_file
     from toolkit.nccl.record import build_record, judge_runs
 
-    runs = [r for f in files for r in parse_nccl_file(f, collective=collective, nranks=nranks)]
-    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes)
+    try:
+        limit = parse_bytes(max_bytes)
+    except ValueError as exc:
+        raise PctkError(str(exc), "write e.g. --max-bytes 2G") from None
+    runs = [r for f in files
+            for r in parse_nccl_file(f, collective=collective, nranks=nranks, max_bytes=limit)]
+    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes,
+                          expected_ranks=expect_ranks)
     rec = build_record("nccl-tests", runs, verdicts,
                        params={"files": [str(f) for f in files], "collective": collective,
-                               "instance_type": instance_type, "nodes": nodes},
+                               "instance_type": instance_type, "nodes": nodes,
+                               "expect_ranks": expect_ranks},
                        raw_logs=[os.path.relpath(f, out.parent) if out else str(f)
                                  for f in files],
-                       cluster={"instance_type": instance_type, "nodes": nodes})
+                       cluster={"instance_type": instance_type, "nodes": nodes},
+                       from_log=True)
     if out:
         write_record(out, rec)
     _emit_runs(runs, verdicts, rec, as_json, csv_path, plot_path)
@@ -129,7 +150,7 @@ def run(
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
     from benchmarks.collectives import canonical_collective
     from benchmarks.record import write_record
-    from toolkit.nccl.parse import parse_nccl_output
+    from toolkit.nccl.parse import parse_nccl_file
     from toolkit.nccl.record import build_record, judge_runs
     from toolkit.nccl.runner import LaunchSpec, build_command, find_binary, launch_env, run_logged
 
@@ -162,8 +183,7 @@ def run(
         outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout, on_line=progress)
         console.print("")
         try:
-            found = parse_nccl_output(log.read_text(errors="replace"), collective=name,
-                                      source=str(log))
+            found = parse_nccl_file(log, collective=name)
         except PctkError:
             from toolkit.nccl.model import CollectiveRun
 
@@ -172,14 +192,17 @@ def run(
         runs += found
         logs.append(log.name)
         commands.append(cmd)
-    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes)
-    rec = build_record("nccl-tests", runs, verdicts, raw_logs=logs,
+    launched = nodes * gpus_per_node
+    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes,
+                          expected_ranks=launched)
+    rec = build_record("nccl-tests", runs, verdicts, raw_logs=logs, from_log=True,
                        params={"collectives": names, "nodes": nodes,
                                "gpus_per_node": gpus_per_node, "launcher": launcher,
                                "min_bytes": min_bytes, "max_bytes": max_bytes, "iters": iters,
                                "warmup": warmup, "commands": commands, "env": extra},
                        cluster={"instance_type": instance_type, "nodes": nodes,
                                 "partition": partition})
+    rec["software"]["source"] = "nccl-tests logs"
     write_record(out_dir / "record.json", rec)
     console.print(f"record: {out_dir / 'record.json'}")
     _emit_runs(runs, verdicts, rec, as_json, None, None)

@@ -112,6 +112,19 @@ class CollectiveRun:
     notes: list[str] = field(default_factory=list)
     unsupported: str | None = None
     implementation: str | None = None
+    # which NCCL algorithm ran (Ring, Tree, NVLS, NVLSTree, CollnetDirect, ...) and why we
+    # think so; None when the log does not say
+    algorithm: str | None = None
+    algorithm_source: str | None = None
+    # ranks each ncclCommInitRank INFO line reported (distinct values, in order seen)
+    info_nranks: list[int] = field(default_factory=list)
+    # >1 when the text holds several independent processes' outputs interleaved (rank 0
+    # printed by each, several footers): nccl-tests without MPI launched as N processes
+    separate_processes: int = 1
+    repeated_sizes: int = 0            # rows whose size appeared before in this table
+    nccl_tests_version: str | None = None
+    cuda_version: str | None = None    # from the NCCL version banner ('2.9.9+cuda11.2')
+    cuda_driver: str | None = None     # 'NCCL INFO cudaDriverVersion 12080' -> '12.8'
 
     @property
     def hosts(self) -> list[str]:
@@ -134,6 +147,11 @@ class CollectiveRun:
             "nccl_version": self.nccl_version,
             "inconsistencies": [asdict(i) for i in self.inconsistencies],
             "source": self.source, "notes": self.notes,
+            "algorithm": self.algorithm, "algorithm_source": self.algorithm_source,
+            "info_nranks": self.info_nranks, "separate_processes": self.separate_processes,
+            "repeated_sizes": self.repeated_sizes,
+            "nccl_tests_version": self.nccl_tests_version, "cuda_version": self.cuda_version,
+            "cuda_driver": self.cuda_driver,
         }
         if self.unsupported:
             block["unsupported"] = self.unsupported
@@ -162,4 +180,10 @@ class CollectiveRun:
             inconsistencies=[Inconsistency(**i) for i in b.get("inconsistencies") or []],
             source=b.get("source"), notes=list(b.get("notes") or []),
             unsupported=b.get("unsupported"), implementation=b.get("implementation"),
+            algorithm=b.get("algorithm"), algorithm_source=b.get("algorithm_source"),
+            info_nranks=[int(n) for n in b.get("info_nranks") or []],
+            separate_processes=int(b.get("separate_processes") or 1),
+            repeated_sizes=int(b.get("repeated_sizes") or 0),
+            nccl_tests_version=b.get("nccl_tests_version"), cuda_version=b.get("cuda_version"),
+            cuda_driver=b.get("cuda_driver"),
         )

@@ -34,36 +34,46 @@ def _name_to_transport(name: str, providers: set[str]) -> str:
     return low.replace(" ", "-")
 
 
+class NetworkScanner:
+    """Fed one line at a time; keeps only what the classification needs (bounded)."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, str] = {}
+        self.inits: dict[str, str] = {}
+        self.providers: set[str] = set()
+
+    def feed(self, line: str) -> None:
+        if "NCCL INFO" not in line:
+            return
+        if "Using network" in line and (m := _USING.search(line)):
+            self.used.setdefault(m.group(1), line.strip())
+        elif "Selected" in line and (m := _PROVIDER.search(line)):
+            self.providers.add(m.group(1).lower())
+            self.inits.setdefault("provider:" + m.group(1), line.strip())
+        elif "INFO NET/" in line and (m := _NET_INIT.search(line)):
+            self.inits.setdefault(m.group(1), line.strip())
+
+    def result(self) -> Network:
+        used, inits, providers = self.used, self.inits, self.providers
+        names = set(used) or {k.removeprefix("NET/") for k in inits if k.startswith("NET/")}
+        if not names:
+            return Network("efa" if providers == {"efa"} else "unknown",
+                           list(inits.values())[:5])
+        transports = {_name_to_transport(n, providers) for n in names}
+        if len(transports) > 1 and transports != {"ofi", "efa"}:
+            transport = "mixed"
+        else:
+            transport = "efa" if "efa" in transports else transports.pop()
+        evidence = list(used.values()) + [v for k, v in inits.items()
+                                          if k.startswith("provider:")]
+        if not used:
+            evidence += [v for k, v in inits.items() if not k.startswith("provider:")]
+        return Network(transport, evidence[:6])
+
+
 def detect_network(lines: Iterable[str]) -> Network:
     """Classify the transport as efa, socket, ib, ofi[-provider], mixed or unknown."""
-    used: dict[str, str] = {}
-    inits: dict[str, str] = {}
-    providers: set[str] = set()
+    scanner = NetworkScanner()
     for line in lines:
-        if "NCCL INFO" not in line:
-            continue
-        m = _USING.search(line)
-        if m:
-            used.setdefault(m.group(1), line.strip())
-            continue
-        m = _PROVIDER.search(line)
-        if m:
-            providers.add(m.group(1).lower())
-            inits.setdefault("provider:" + m.group(1), line.strip())
-            continue
-        m = _NET_INIT.search(line)
-        if m:
-            inits.setdefault(m.group(1), line.strip())
-    names = set(used) or {k.removeprefix("NET/") for k in inits if k.startswith("NET/")}
-    if not names:
-        return Network("efa" if providers == {"efa"} else "unknown",
-                       list(inits.values())[:5])
-    transports = {_name_to_transport(n, providers) for n in names}
-    if len(transports) > 1 and transports != {"ofi", "efa"}:
-        transport = "mixed"
-    else:
-        transport = "efa" if "efa" in transports else transports.pop()
-    evidence = list(used.values()) + [v for k, v in inits.items() if k.startswith("provider:")]
-    if not used:
-        evidence += [v for k, v in inits.items() if not k.startswith("provider:")]
-    return Network(transport, evidence[:6])
+        scanner.feed(line)
+    return scanner.result()

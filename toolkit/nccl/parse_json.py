@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.collectives import canonical_collective
 from toolkit.errors import PctkError
+from toolkit.nccl.algorithm import AlgorithmScanner
 from toolkit.nccl.check import check_consistency
 from toolkit.nccl.model import CollectiveRun, Device, Measurement, Row
 from toolkit.nccl.network import detect_network
@@ -126,6 +127,10 @@ def parse_nccl_json(text: str, *, collective: str | None = None, source: str | N
         run.failure_lines.append("JSON output ends before the footer: the run did not finish")
     env = [str(e) for e in doc.get("env") or []]
     run.network = detect_network(env)  # env holds no NCCL lines: stays 'unknown' unless told
+    algo = AlgorithmScanner()
+    for entry in env:
+        algo.feed(entry)
+    run.algorithm, run.algorithm_source = algo.result(run.collective, len(run.hosts) or None)
     run.inconsistencies, notes = check_consistency(run)
     run.notes.extend(notes)
     run.notes.append("network path not in JSON output; parse the stdout log to verify EFA")

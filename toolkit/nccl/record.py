@@ -6,30 +6,56 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import RecordError, new_record, read_record
+from benchmarks.record import RecordError, new_record, validate_record
 from toolkit.errors import PctkError
+from toolkit.fsutil import InputTooLarge, NotRegularFile, open_regular_text
 from toolkit.nccl.model import CollectiveRun
 from toolkit.nccl.parse import parse_nccl_file
 from toolkit.nccl.verdict import Expectation, Verdict, judge, lookup_expectation, worst
 
 
 def judge_runs(runs: list[CollectiveRun], *, instance_type: str | None = None,
-               nodes: int | None = None,
-               expectation: Expectation | None = None) -> list[Verdict]:
-    """A verdict per run; the expectation comes from the catalog unless given."""
+               nodes: int | None = None, expectation: Expectation | None = None,
+               expected_ranks: int | None = None) -> list[Verdict]:
+    """A verdict per run; the expectation comes from the catalog unless given.
+
+    ``expected_ranks``: how many ranks were launched (a run on fewer measured less than
+    asked, one on N lone processes nothing)."""
     verdicts = []
     for run in runs:
         n = nodes or len(run.hosts) or None
         top = run.largest()
         exp = expectation or lookup_expectation(instance_type, n, run.collective or "all_reduce",
-                                                top.size_bytes if top else None)
-        verdicts.append(judge(run, exp, nodes=n))
+                                                top.size_bytes if top else None,
+                                                algorithm=run.algorithm)
+        verdicts.append(judge(run, exp, nodes=n, expected_ranks=expected_ranks))
     return verdicts
+
+
+def _first(values: list[str | None]) -> str | None:
+    distinct = list(dict.fromkeys(v for v in values if v))
+    return ",".join(distinct) if distinct else None
+
+
+def software_from_runs(runs: list[CollectiveRun]) -> dict[str, Any]:
+    """The software the log says ran (not the machine that parses it)."""
+    return {
+        "nccl": _first([(r.nccl_version or "").split("+")[0] or None for r in runs]),
+        "cuda": _first([r.cuda_version for r in runs]),
+        "cuda_driver": _first([r.cuda_driver for r in runs]),
+        "nccl_tests": _first([r.nccl_tests_version for r in runs]),
+        "torch": None, "python": None, "aws_ofi_nccl": None, "efa": None,
+        "libfabric": None, "driver": None,
+        "source": "parsed log",
+    }
 
 
 def build_record(kind: str, runs: list[CollectiveRun], verdicts: list[Verdict], *,
                  params: dict[str, Any] | None = None, raw_logs: list[str] | None = None,
-                 cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+                 cluster: dict[str, Any] | None = None,
+                 from_log: bool = False) -> dict[str, Any]:
+    """The record; ``from_log``: the runs were parsed from a log, so software and cluster
+    come from that log, not from the machine running pctk."""
     blocks = []
     for run, v in zip(runs, verdicts, strict=True):
         block = run.to_block()
@@ -42,7 +68,9 @@ def build_record(kind: str, runs: list[CollectiveRun], verdicts: list[Verdict], 
     base.update({k: v for k, v in (cluster or {}).items() if v is not None})
     return new_record(kind, params=params, metrics={"collectives": blocks},
                       status=worst([v.status for v in verdicts]), reasons=reasons,
-                      cluster=base, raw_logs=raw_logs)
+                      cluster=base, raw_logs=raw_logs,
+                      software=software_from_runs(runs) if from_log else None,
+                      describe_this_machine=not from_log)
 
 
 def runs_from_record(rec: dict[str, Any]) -> list[CollectiveRun]:
@@ -53,24 +81,38 @@ def runs_from_record(rec: dict[str, Any]) -> list[CollectiveRun]:
     return [CollectiveRun.from_block(b) for b in blocks]
 
 
+def _read_if_json(p: Path) -> str | None:
+    """The whole (bounded) text when the file starts with ``{``, else None."""
+    try:
+        with open_regular_text(p) as lines:
+            for line in lines:
+                if line.strip():
+                    return line + lines.read() if line.lstrip().startswith("{") else None
+    except (NotRegularFile, InputTooLarge) as exc:
+        raise PctkError(str(exc), "pass a result record or an nccl-tests log") from None
+    except OSError as exc:
+        raise PctkError(f"cannot read {p}: {exc.strerror}", "check the path") from None
+    return None
+
+
 def load_runs(path: str | Path, *, collective: str | None = None,
               nranks: int | None = None) -> list[CollectiveRun]:
     """Runs from a result record (JSON with our schema) or from a raw nccl-tests log/JSON."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise PctkError(f"{p}: no such file", "pass a result record or an nccl-tests log")
-    text = p.read_text(errors="replace")
+    text = _read_if_json(p)
     doc: Any = None
-    if text.lstrip().startswith("{"):
+    if text is not None:
         try:
             doc = json.loads(text)
         except json.JSONDecodeError:
             doc = None  # maybe a truncated nccl-tests -J file: the parser salvages it
     if isinstance(doc, dict) and "schema" in doc:
         try:
-            runs = runs_from_record(read_record(p))
+            runs = runs_from_record(validate_record(doc))
         except RecordError as exc:
-            raise PctkError(str(exc), "pass a valid pctk result record") from None
+            raise PctkError(f"{p}: {exc}", "pass a valid pctk result record") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise PctkError(f"{p}: unreadable record ({exc})", "regenerate the record") from None
         for r in runs:

@@ -73,6 +73,25 @@ def print_run(console: Console, run: CollectiveRun, verdict: Verdict | None = No
             console.print(f"    {reason}", markup=False, highlight=False)
 
 
+def runs_summary(runs: list[CollectiveRun], verdicts: list[Verdict]) -> str:
+    """One plain line per run (a log of thousands of runs prints in a blink, where a rich
+    table per run takes seconds each)."""
+    head = (f"{'#':>5} {'collective':<15} {'ranks':>5} {'hosts':>5} {'sizes':>5} "
+            f"{'largest':>10} {'busbw':>8} {'avg busbw':>9}  status")
+    lines = [head]
+    for i, (run, v) in enumerate(zip(runs, verdicts, strict=True), start=1):
+        top = run.largest()
+        m = top.primary() if top else None
+        first_issue = next((r for r in v.reasons if r.startswith(("FAIL", "WARN"))), "")
+        avg = "" if run.avg_busbw_gbps is None else f"{run.avg_busbw_gbps:g}"
+        lines.append(f"{i:>5} {run.collective or '?':<15} {run.nranks or '?':>5} "
+                     f"{len(run.hosts) or '?':>5} {len(run.rows):>5} "
+                     f"{human_bytes(top.size_bytes) if top else '-':>10} "
+                     f"{f'{m.busbw_gbps:.2f}' if m else '-':>8} {avg:>9}  {v.status}"
+                     + (f"  {first_issue}" if first_issue else ""))
+    return "\n".join(lines)
+
+
 def runs_to_csv(runs: list[CollectiveRun]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

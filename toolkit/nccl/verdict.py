@@ -14,6 +14,11 @@ Rules, worst first:
   own ``-a`` check (it fails below 0.9 of the expected average); 75% is where the gap is
   larger than run-to-run noise on EFA (published p5 2-node all_reduce spans 440-490 GB/s,
   about +-5%) and points at a broken rail, a wrong NCCL/aws-ofi-nccl build or a fallback;
+- FAIL: the run measured nothing between ranks: several processes each ran alone (rank 0
+  printed by each, sizes repeated: a binary built without MPI launched as N processes),
+  device lines and NCCL INFO disagree on the rank count, the rank count differs from what
+  was launched, or busbw is 0 everywhere on more than one launched rank (WARN for a run
+  launched on one rank, where busbw is 0 by definition);
 - WARN: figures that disagree beyond rounding (busbw vs algbw x factor, algbw vs size/time).
 
 If the sweep stopped below the expectation's message size, bandwidth is not judged and a
@@ -67,11 +72,11 @@ def worst(statuses: list[str]) -> str:
 
 def lookup_expectation(instance_type: str | None, nodes: int | None, collective: str,
                        largest_size: int | None = None,
-                       algo: str | None = None) -> Expectation | None:
+                       algorithm: str | None = None) -> Expectation | None:
     """The catalog's expectation, or None (catalog absent, type unknown, no figure).
 
     ``largest_size`` asks for the largest published size not above what the run sent, so
-    a sweep to 2 GiB is not judged against a 16 GiB figure. ``algo`` is the NCCL algorithm
+    a sweep to 2 GiB is not judged against a 16 GiB figure. ``algorithm`` is the NCCL algorithm
     the run used (NCCL_ALGO or the INFO lines); None (unknown) takes the most lenient
     figure, and the note says so.
     """
@@ -82,10 +87,10 @@ def lookup_expectation(instance_type: str | None, nodes: int | None, collective:
     except ImportError:
         return None
     try:
-        exp = catalog.busbw_expectation(instance_type, collective, nodes, algo,
+        exp = catalog.busbw_expectation(instance_type, collective, nodes, algorithm,
                                         size_bytes=largest_size)
         if exp is None and largest_size is not None:
-            exp = catalog.busbw_expectation(instance_type, collective, nodes, algo)
+            exp = catalog.busbw_expectation(instance_type, collective, nodes, algorithm)
         sources = catalog.sources() if hasattr(catalog, "sources") else {}
     except Exception:  # unknown type or collective: treated as "no expectation"
         return None
@@ -116,8 +121,48 @@ def _wrong_values(run: CollectiveRun) -> list[str]:
     return reasons
 
 
+def _all_busbw_zero(run: CollectiveRun) -> bool:
+    ms = [m for r in run.rows for m in (r.out_of_place, r.in_place) if m]
+    return bool(ms) and all(m.busbw_gbps == 0 for m in ms) and any(m.algbw_gbps > 0 for m in ms)
+
+
+def _rank_problems(run: CollectiveRun, expected_ranks: int | None) -> list[tuple[str, str]]:
+    """A run that did not span the ranks it was launched on measured nothing between them."""
+    found: list[tuple[str, str]] = []
+    if run.format in ("torch", "json") and not expected_ranks:
+        return found
+    if run.separate_processes > 1:
+        found.append(("FAIL", f"measured nothing: {run.separate_processes} processes each "
+                              "ran the test alone (their outputs are interleaved: rank 0 "
+                              "printed by each, tables repeated); nccl-tests built without "
+                              "MPI, or launched without MPI wiring, cannot join processes"))
+    elif run.repeated_sizes:
+        found.append(("FAIL", f"measured nothing together: {run.repeated_sizes} rows repeat a "
+                              "size already measured (several independent runs interleaved, "
+                              "e.g. a binary built without MPI launched as N processes)"))
+    split = any("NCCL_TESTS_SPLIT" in n for n in run.notes)
+    devices = len({d.rank for d in run.devices}) if run.devices else None
+    if devices and run.info_nranks and not split and max(run.info_nranks) != devices:
+        found.append(("FAIL", f"rank count disagrees: device lines list {devices} ranks, "
+                              f"NCCL INFO says nranks {max(run.info_nranks)}"))
+    if expected_ranks and run.nranks and run.nranks != expected_ranks:
+        found.append(("FAIL", f"rank count disagrees with the launch: {run.nranks} ranks "
+                              f"({run.nranks_source}), {expected_ranks} launched"))
+    if not found and _all_busbw_zero(run):
+        if expected_ranks and expected_ranks > 1:
+            found.append(("FAIL", "measured nothing: busbw 0 at every size (one rank per "
+                                  f"communicator) while {expected_ranks} ranks were launched"))
+        elif run.nranks == 1:
+            found.append(("WARN", "one rank: busbw is 0 by definition, nothing between GPUs "
+                                  "was measured"))
+        else:
+            found.append(("FAIL", "measured nothing: busbw 0 at every size although algbw is "
+                                  "not (each process had a one-rank communicator)"))
+    return found
+
+
 def judge(run: CollectiveRun, expectation: Expectation | None = None,
-          nodes: int | None = None) -> Verdict:
+          nodes: int | None = None, expected_ranks: int | None = None) -> Verdict:
     v = Verdict()
     name = run.collective or "collective"
     if run.unsupported:
@@ -125,6 +170,8 @@ def judge(run: CollectiveRun, expectation: Expectation | None = None,
         return v
     for reason in _wrong_values(run):
         v.add("FAIL", reason)
+    for status, reason in _rank_problems(run, expected_ranks):
+        v.add(status, reason)
     if not run.complete:
         got = f"{len(run.rows)} sizes measured" + (
             f", last {run.largest().size_bytes} B" if run.rows else "")  # type: ignore[union-attr]
@@ -144,6 +191,11 @@ def judge(run: CollectiveRun, expectation: Expectation | None = None,
         v.reasons.append("note: no NCCL_DEBUG=INFO network lines; EFA use not verified")
     elif transport not in ("efa", "unknown"):
         v.reasons.append(f"note: network {transport} (not EFA)")
+    for note in run.notes:
+        if note.startswith(("old nccl-tests convention", "no column header")):
+            v.reasons.append(f"note: {note}")
+    if run.algorithm:
+        v.reasons.append(f"note: NCCL algorithm {run.algorithm} ({run.algorithm_source})")
     if run.inconsistencies:
         first = run.inconsistencies[0]
         v.add("WARN", f"{len(run.inconsistencies)} figures disagree beyond rounding "
