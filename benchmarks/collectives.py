@@ -15,9 +15,20 @@ Conventions follow nccl-tests so the two sit side by side:
   the gathered output for all_gather, the scattered input for reduce_scatter and the per-rank
   send buffer for alltoall; ``count`` is elements per rank as nccl-tests prints it.
 - algbw = size_bytes / time (GB/s, 1e9), busbw = algbw x factor (see ``busbw_factor``).
-- time is the mean per-iteration time of the slowest rank (max over ranks), measured after a
-  barrier and with the device synchronised, so asynchronous GPU launches are not mistaken
-  for completion.
+- time per iteration is one rank's wall time over ``iters`` back-to-back calls, measured after
+  a barrier and with the device synchronised (asynchronous GPU launches are not mistaken for
+  completion), divided by ``iters``; across ranks it is the mean (``--time-reduction mean``,
+  nccl-tests' default ``-a 1``) or the slowest rank (``max``, nccl-tests' ``-a 3``). The
+  record's ``params.timing`` and each block's ``timing`` say which.
+- Launch cost: a ``torch.distributed`` call costs 10-30 us of Python and dispatch on the host,
+  where nccl-tests' C launch costs 2-5 us, so small messages measure the host, not the
+  network. With NCCL on CUDA the timed calls are captured once in a CUDA graph and replayed
+  (as nccl-tests ``-G``): one host launch for all ``iters``. Otherwise (gloo, or
+  ``--cuda-graph off``) sizes below ``--launch-bound-below`` (64 KiB) are flagged
+  ``launch_bound`` per row and kept out of ``avg_busbw_gbps_not_launch_bound``.
+- ``avg_busbw_gbps`` is the mean over the measured sizes, like nccl-tests' "Avg bus
+  bandwidth" over its own -b..-e range: it depends on that range, so the block carries the
+  range (``avg_busbw_sizes``) and a note, and two averages compare only over the same sizes.
 - Placement is reported honestly: ``torch.distributed.all_reduce`` and ``broadcast`` work
   in place, so their numbers sit under ``in_place``; the ``*_tensor``/``*_single`` calls are
   out of place.
@@ -122,7 +133,10 @@ def _make_op(collective: str, count: int, rank: int, n: int, device: Any,
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
     if collective == "all_reduce":
-        buf = torch.empty(count, dtype=f32, device=device)
+        # zeros: summed in place call after call they stay zero, where torch.empty (whatever
+        # memory held) or any non-zero start grows into inf/NaN or denormals, which slow gloo
+        # on CPUs; the bytes moved do not depend on the values
+        buf = torch.zeros(count, dtype=f32, device=device)
 
         def check() -> int:
             buf.fill_(rank + 1)
@@ -205,13 +219,51 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-def _max_over_ranks(value: float, device: Any) -> float:
+TIME_REDUCTIONS = {"mean": "-a 1 (nccl-tests default)", "max": "-a 3"}
+LAUNCH_BOUND_BELOW = 64 << 10
+
+
+def _over_ranks(value: float, device: Any, how: str) -> float:
+    """The mean or the max of ``value`` over all ranks."""
     import torch
     import torch.distributed as dist
 
     t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if how == "max" else dist.ReduceOp.SUM)
+    return float(t.item()) / (1 if how == "max" else dist.get_world_size())
+
+
+def _graph_replay(call: Callable[[], None], iters: int, device: Any) -> Callable[[], None] | None:
+    """``iters`` calls captured in one CUDA graph; its replay, or None if capture failed."""
+    import torch
+
+    try:
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            call()  # NCCL sets up its communicator outside the capture
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(iters):
+                call()
+    except RuntimeError:
+        return None
+    return graph.replay
+
+
+def _timed_launcher(call: Callable[[], None], iters: int, device: Any,
+                    graphs: bool) -> tuple[Callable[[], None], str]:
+    """What to time for ``iters`` calls, and how they are launched. Every rank takes the same
+    path (a capture that failed anywhere means eager everywhere), or they would deadlock."""
+    replay = _graph_replay(call, iters, device) if graphs else None
+    if graphs and _over_ranks(0.0 if replay else 1.0, device, "max") == 0.0 and replay:
+        return replay, "cuda_graph"
+
+    def eager() -> None:
+        for _ in range(iters):
+            call()
+    return eager, "eager" + (" (CUDA graph capture failed)" if graphs else "")
 
 
 def _sum_over_ranks(value: int, device: Any) -> int:
@@ -223,8 +275,18 @@ def _sum_over_ranks(value: int, device: Any) -> int:
     return int(t.item())
 
 
+def use_cuda_graphs(mode: str, backend: str, device: Any) -> bool:
+    """auto: with NCCL on CUDA (the backend that can be captured); on: there or an error."""
+    capturable = backend == "nccl" and device.type == "cuda"
+    if mode == "on" and not capturable:
+        raise ValueError(f"--cuda-graph on needs nccl on CUDA, not {backend} on {device.type}")
+    return capturable and mode != "off"
+
+
 def run_block(collective: str, sizes: list[int], iters: int, warmup: int, device: Any,
-              backend: str, emulate: bool = False) -> dict[str, Any]:
+              backend: str, emulate: bool = False, time_reduction: str = "mean",
+              graphs: bool = False,
+              launch_bound_below: int = LAUNCH_BOUND_BELOW) -> dict[str, Any]:
     """Measure one collective over the sizes; return a metrics block."""
     import torch.distributed as dist
 
@@ -234,7 +296,7 @@ def run_block(collective: str, sizes: list[int], iters: int, warmup: int, device
         "dtype": "float", "redop": "sum" if collective in ("all_reduce", "reduce_scatter")
         else "none", "nranks": n, "format": "torch", "rows": [], "complete": True,
         "failure_lines": [], "out_of_bounds": None, "avg_busbw_gbps": None,
-        "inconsistencies": [], "implementation": f"torch.distributed/{backend}",
+        "inconsistencies": [], "implementation": f"torch.distributed/{backend}", "notes": [],
     }
     why_not = _supported(collective, backend, device)
     if why_not and not emulate:
@@ -254,24 +316,71 @@ def run_block(collective: str, sizes: list[int], iters: int, warmup: int, device
         for _ in range(warmup):
             call()
         _sync(device)
+        timed, launch = _timed_launcher(call, iters, device, graphs)
+        if launch == "cuda_graph":
+            timed()  # the first replay uploads the graph: keep it out of the timing
+        _sync(device)
         dist.barrier()
         _sync(device)
         start = time.perf_counter()
-        for _ in range(iters):
-            call()
+        timed()
         _sync(device)
         elapsed_us = (time.perf_counter() - start) / max(1, iters) * 1e6
-        time_us = _max_over_ranks(elapsed_us, device)
+        time_us = _over_ranks(elapsed_us, device, time_reduction)
         wrong = _sum_over_ranks(check(), device)
         row = {"size_bytes": printed, "count": count, "dtype": "float",
                "redop": block["redop"], "root": 0 if collective == "broadcast" else -1,
-               "out_of_place": None, "in_place": None}
+               "out_of_place": None, "in_place": None,
+               "launch": launch, "launch_bound": launch != "cuda_graph"
+               and printed < launch_bound_below}
         row[placement] = measurement(time_us, printed, factor, wrong)
         block["rows"].append(row)
-    measured = [r.get("out_of_place") or r.get("in_place") for r in block["rows"]]
-    if measured:
-        block["avg_busbw_gbps"] = sum(m["busbw_gbps"] for m in measured) / len(measured)
+    block.update(summarise(block["rows"], time_reduction, launch_bound_below))
     return block
+
+
+def summarise(rows: list[dict[str, Any]], time_reduction: str,
+              launch_bound_below: int) -> dict[str, Any]:
+    """Averages, the sizes they cover, the timing conventions, and notes that say so."""
+    measured: list[tuple[int, dict[str, Any], bool]] = [
+        (r["size_bytes"], r.get("out_of_place") or r["in_place"], r.get("launch_bound", False))
+        for r in rows]
+    out: dict[str, Any] = {
+        "timing": timing_conventions(time_reduction),
+        "launch": sorted({r.get("launch", "eager") for r in rows}),
+        "launch_bound_below_bytes": (None if all(r.get("launch") == "cuda_graph" for r in rows)
+                                     else launch_bound_below),
+        "avg_busbw_gbps": None, "avg_busbw_sizes": None,
+        "avg_busbw_gbps_not_launch_bound": None, "notes": [],
+    }
+    if not measured:
+        return out
+    sizes = [size for size, _, _ in measured]
+    out["avg_busbw_gbps"] = sum(m["busbw_gbps"] for _, m, _ in measured) / len(measured)
+    out["avg_busbw_sizes"] = [min(sizes), max(sizes)]
+    unbound = [m["busbw_gbps"] for _, m, bound in measured if not bound]
+    if unbound:
+        out["avg_busbw_gbps_not_launch_bound"] = sum(unbound) / len(unbound)
+    out["notes"].append(
+        f"avg_busbw_gbps is the mean over {len(measured)} sizes, {min(sizes)} to {max(sizes)} "
+        "bytes: like nccl-tests' 'Avg bus bandwidth' it depends on the size range, so compare "
+        "two averages only over the same sizes and timing; compare per size otherwise")
+    bound = [size for size, _, b in measured if b]
+    if bound:
+        out["notes"].append(
+            f"{len(bound)} sizes below {launch_bound_below} bytes are launch-bound: one "
+            "Python call per iteration (10-30 us) against nccl-tests' C launch (2-5 us); "
+            "their busbw reads low")
+    return out
+
+
+def timing_conventions(time_reduction: str) -> dict[str, str]:
+    return {
+        "per_iteration": "wall time of iters back-to-back calls between device syncs / iters",
+        "time_reduction": time_reduction,
+        "over_ranks": ("mean over ranks" if time_reduction == "mean" else "slowest rank"),
+        "nccl_tests_equivalent": TIME_REDUCTIONS[time_reduction],
+    }
 
 
 def _device_for(backend: str, local_rank: int) -> Any:
@@ -284,7 +393,9 @@ def _device_for(backend: str, local_rank: int) -> Any:
 
 
 def sweep(ops: list[str], min_bytes: int, max_bytes: int, iters: int, warmup: int,
-          backend: str | None = None, emulate: bool = False) -> dict[str, Any] | None:
+          backend: str | None = None, emulate: bool = False, time_reduction: str = "mean",
+          cuda_graph: str = "auto",
+          launch_bound_below: int = LAUNCH_BOUND_BELOW) -> dict[str, Any] | None:
     """Run the sweep in an initialised-or-not process group; rank 0 gets the record."""
     import torch
     import torch.distributed as dist
@@ -300,8 +411,9 @@ def sweep(ops: list[str], min_bytes: int, max_bytes: int, iters: int, warmup: in
     device = _device_for(backend, env.local_rank)
     rank, n = dist.get_rank(), dist.get_world_size()
     sizes = sweep_sizes(min_bytes, max_bytes)
+    graphs = use_cuda_graphs(cuda_graph, backend, device)
     blocks = [run_block(canonical_collective(op), sizes, iters, warmup, device, backend,
-                        emulate) for op in ops]
+                        emulate, time_reduction, graphs, launch_bound_below) for op in ops]
     # Slurm's node name where there is one: what sinfo/scontrol/drain use (and distinct on
     # the twin, where every node is this host)
     host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -325,10 +437,21 @@ def sweep(ops: list[str], min_bytes: int, max_bytes: int, iters: int, warmup: in
                 if b.get("unsupported")]
     params = {"ops": [b["collective"] for b in blocks], "min_bytes": min_bytes,
               "max_bytes": max_bytes, "iters": iters, "warmup": warmup, "backend": backend,
-              "world_size": n, "dtype": "float32", "emulate_missing": emulate}
+              "world_size": n, "dtype": "float32", "emulate_missing": emulate,
+              "cuda_graph": cuda_graph, "launch": "cuda_graph" if graphs else "eager",
+              "launch_bound_below_bytes": None if graphs else launch_bound_below,
+              "timing": timing_conventions(time_reduction)}
     return record.new_record("collectives", params=params, metrics={"collectives": blocks},
                              status="FAIL" if wrong else "PASS", reasons=reasons,
                              cluster={"hosts": hosts, "nodes": len(hosts)})
+
+
+def _check_graph_backend(backend: str | None) -> None:
+    """Refuse --cuda-graph on before any process group exists where it cannot work."""
+    import torch
+
+    if backend == "gloo" or not torch.cuda.is_available():
+        raise ValueError("--cuda-graph on needs nccl on CUDA GPUs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,6 +467,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="default: nccl with GPUs, else gloo")
     ap.add_argument("--emulate-missing", action="store_true",
                     help="emulate collectives the backend lacks (clearly labelled)")
+    ap.add_argument("--time-reduction", choices=list(TIME_REDUCTIONS), default="mean",
+                    help="time over ranks: mean (nccl-tests' default -a 1) or max (-a 3)")
+    ap.add_argument("--cuda-graph", choices=("auto", "on", "off"), default="auto",
+                    help="capture the timed calls in a CUDA graph (auto: with nccl on CUDA)")
+    ap.add_argument("--launch-bound-below", default="64K",
+                    help="without CUDA graphs, flag smaller sizes as launch-bound")
     ap.add_argument("--out", default=None, help="record path (rank 0 writes it)")
     args = ap.parse_args(argv)
     try:
@@ -352,10 +481,16 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise ValueError(f"the sweep runs {', '.join(SWEEP_OPS)}; not {', '.join(unknown)}")
         lo, hi = parse_bytes(args.min_bytes), parse_bytes(args.max_bytes)
+        bound = parse_bytes(args.launch_bound_below)
+        if args.iters < 1 or args.warmup < 0:
+            raise ValueError("--iters must be at least 1 and --warmup at least 0")
+        if args.cuda_graph == "on":
+            _check_graph_backend(args.backend)
     except ValueError as exc:
         print(f"collectives: error: {exc}", file=sys.stderr)
         return 2
-    rec = sweep(ops, lo, hi, args.iters, args.warmup, args.backend, args.emulate_missing)
+    rec = sweep(ops, lo, hi, args.iters, args.warmup, args.backend, args.emulate_missing,
+                args.time_reduction, args.cuda_graph, bound)
     import torch.distributed as dist
 
     if rec is not None:

@@ -18,29 +18,6 @@ import torch
 
 from benchmarks.fsdp.config import ModelArgs
 
-# Dense bf16 tensor-core peak per GPU in TFLOP/s, matched against torch.cuda.get_device_name.
-# Sources: NVIDIA datasheets; they print the 2:4-sparsity figure, dense is half of it.
-# Longer names first so "H100 PCIe" wins over "H100".
-PEAK_BF16_TFLOPS: dict[str, float] = {
-    "H100 PCIe": 756.0,  # H100 PCIe datasheet: 1,513 sparse
-    "H100": 989.0,  # H100 SXM datasheet: 1,979 sparse
-    "H200": 989.0,  # H200 SXM datasheet: 1,979 sparse
-    "B200": 2250.0,  # HGX B200 datasheet: 36 PFLOPS sparse for 8 GPUs -> 4.5 each
-    "A100": 312.0,  # A100 datasheet: 624 sparse
-    "L40S": 362.0,  # L40S datasheet: 362.05 dense, 733 sparse
-    # A10G (AWS G5): no public NVIDIA datasheet; 70 is the figure commonly used for it
-    # (the A10 datasheet says 125 dense). Override with --peak-tflops when it matters.
-    "A10G": 70.0,
-}
-
-
-def peak_tflops_for(device_name: str) -> float | None:
-    """Dense bf16 peak for a CUDA device name, or None when the GPU is not in the table."""
-    for key, peak in PEAK_BF16_TFLOPS.items():
-        if key.lower() in device_name.lower():
-            return peak
-    return None
-
 
 def flops_per_token(n_params_non_embedding: int, args: ModelArgs, seq_len: int) -> int:
     """Training FLOPs (forward + backward) per token."""
@@ -58,12 +35,52 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def peak_memory_gib(device: torch.device) -> tuple[float, str]:
-    """Peak memory of this process and what was measured."""
+    """Peak memory of this process since the last reset, and what was measured."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30, "cuda_max_memory_allocated"
-    # Linux reports ru_maxrss in KiB
+    # Linux reports ru_maxrss in KiB; it cannot be reset, so it covers the whole process
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss_kib / 2**20, "process_max_rss"
+
+
+@dataclass
+class PeakMemory:
+    """Peak allocated and reserved device memory per phase: the measured training steps apart
+    from checkpoint saves, and neither counting model construction or the warm-up steps.
+
+    ``mark(phase)`` books the peak since the previous mark under ``phase`` (keeping the
+    highest) and resets the device counters; phase None books nothing (warm-up). CPU runs have
+    only the process's max RSS, which cannot be reset: it is reported as such.
+    """
+
+    device: torch.device
+    allocated: dict[str, float] = field(default_factory=dict)
+    reserved: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        if self.device.type == "cuda":
+            return ("cuda max_memory_allocated / max_memory_reserved, reset after the timing "
+                    "warm-up; checkpoint saves apart")
+        return "process_max_rss (whole process: cannot be reset)"
+
+    def mark(self, phase: str | None) -> None:
+        if self.device.type != "cuda":
+            if phase is not None:
+                self.allocated[phase] = peak_memory_gib(self.device)[0]
+            return
+        if phase is not None:
+            alloc = torch.cuda.max_memory_allocated(self.device) / 2**30
+            reserved = torch.cuda.max_memory_reserved(self.device) / 2**30
+            self.allocated[phase] = max(alloc, self.allocated.get(phase, 0.0))
+            self.reserved[phase] = max(reserved, self.reserved.get(phase, 0.0))
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def figures(self) -> list[float]:
+        """[train allocated, train reserved, checkpoint allocated, checkpoint reserved], GiB;
+        -1 where not measured (a max over ranks keeps -1 only if no rank measured it)."""
+        return [self.allocated.get("train", -1.0), self.reserved.get("train", -1.0),
+                self.allocated.get("checkpoint", -1.0), self.reserved.get("checkpoint", -1.0)]
 
 
 @dataclass

@@ -30,10 +30,16 @@ class ParallelConfig:
     bf16: bool = True  # ignored on CPU, which trains in fp32
 
 
-def build_mesh(device_type: str, world_size: int, ranks_per_node: int, hsdp: bool) -> DeviceMesh:
-    """1-D ``(dp_shard,)`` mesh for FSDP, 2-D ``(dp_replicate, dp_shard)`` for HSDP."""
+def build_mesh(device_type: str, world_size: int, ranks_per_node: int, hsdp: bool,
+               backend: str | None = None) -> DeviceMesh:
+    """1-D ``(dp_shard,)`` mesh for FSDP, 2-D ``(dp_replicate, dp_shard)`` for HSDP; with
+    ``backend`` (e.g. "cpu:gloo") each dimension gets a group of its own with that backend."""
+    names = ("dp_replicate", "dp_shard") if hsdp else ("dp_shard",)
+    override: dict[int | str, str] | None = (
+        dict.fromkeys(names, backend) if backend else None)
     if not hsdp:
-        return init_device_mesh(device_type, (world_size,), mesh_dim_names=("dp_shard",))
+        return init_device_mesh(device_type, (world_size,), mesh_dim_names=names,
+                                backend_override=override)  # type: ignore[arg-type]
     if ranks_per_node < 1 or world_size % ranks_per_node:
         raise ValueError(
             f"HSDP needs the world size ({world_size}) to be a multiple of the ranks per node "
@@ -42,8 +48,14 @@ def build_mesh(device_type: str, world_size: int, ranks_per_node: int, hsdp: boo
     return init_device_mesh(
         device_type,
         (world_size // ranks_per_node, ranks_per_node),
-        mesh_dim_names=("dp_replicate", "dp_shard"),
+        mesh_dim_names=names,
+        backend_override=override,  # type: ignore[arg-type]
     )
+
+
+def compute_dtype(device_type: str, bf16: bool) -> str:
+    """What the matmuls run in: bf16 on GPUs unless --fp32; fp32 on CPUs."""
+    return "bfloat16" if device_type == "cuda" and bf16 else "float32"
 
 
 def mixed_precision(device_type: str, bf16: bool) -> MixedPrecisionPolicy:

@@ -26,20 +26,28 @@ import torch.nn.functional as F
 from benchmarks import distenv, record
 from benchmarks.fsdp import checkpoint
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
-from benchmarks.fsdp.metrics import (
-    ThroughputMeter,
-    flops_per_token,
-    peak_memory_gib,
-    peak_tflops_for,
-)
+from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean
+from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token, peak_memory_gib
 from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
 from benchmarks.fsdp.optim import SCHEDULES, OptimConfig, build_optimizer
-from benchmarks.fsdp.parallelize import ParallelConfig, build_mesh, materialise, parallelize
+from benchmarks.fsdp.parallelize import (
+    ParallelConfig,
+    build_mesh,
+    compute_dtype,
+    materialise,
+    parallelize,
+)
+from benchmarks.fsdp.peaks import peak_tflops_for
 
 # test-only hooks, honoured only by a run that did not resume: right after this step (and its
 # checkpoint) exit hard, or sleep so a test can requeue the job from outside
 CRASH_ENV = "PCTK_FSDP_CRASH_AT_STEP"
 HOLD_ENV = "PCTK_FSDP_HOLD_AFTER_STEP"
+# test-only: give the default process group gloo bound ONLY to this device type (e.g. cuda), as
+# NCCL binds only cuda on a GPU node, and the training mesh groups gloo on the cpu. Any
+# collective that is not over the mesh on the training device then fails as it would on GPUs:
+# "No backend type associated with device type cpu".
+WORLD_ONLY_ON_ENV = "PCTK_FSDP_WORLD_BACKEND_ONLY_ON"
 META_INIT_ABOVE = 2_000_000_000  # parameters; bigger models are built on the meta device
 
 
@@ -102,22 +110,34 @@ def build_data(cfg: TrainConfig, vocab: int, env: distenv.DistEnv) -> TokenBatch
                             env.world_size)
 
 
-def global_mean(value: torch.Tensor) -> float:
-    total = value.detach().float().cpu().clone()
-    dist.all_reduce(total)  # gloo has no AVG
-    return total.item() / dist.get_world_size()
+def process_group_backends(device: torch.device) -> tuple[str, str | None]:
+    """(default group backend, mesh backend override or None to reuse the default group)."""
+    only_on = os.environ.get(WORLD_ONLY_ON_ENV)
+    if device.type == "cpu" and only_on:
+        return f"{only_on}:gloo", "cpu:gloo"
+    return ("nccl" if device.type == "cuda" else "gloo"), None
 
 
-def global_max(value: float) -> float:
-    t = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
+def peak_for(cfg: TrainConfig, device: torch.device, dtype: str) -> tuple[float | None, str]:
+    """The peak TFLOP/s MFU divides by, and where it came from."""
+    if cfg.peak_tflops is not None:
+        return cfg.peak_tflops, "--peak-tflops"
+    if device.type != "cuda":
+        return None, "none: not a GPU"
+    name = torch.cuda.get_device_name(device)
+    peak = peak_tflops_for(name, dtype)
+    if peak is None:
+        return None, f"none: no {dtype} peak for {name!r}; pass --peak-tflops"
+    return peak, f"benchmarks.fsdp.peaks: {name} {dtype}"
 
 
-def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[str, Any]:
+def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
+          mesh_backend: str | None = None) -> dict[str, Any]:
+    memory = PeakMemory(device)
     model, meta = build_model(cfg, device)
     n_params, n_non_embedding = count_params(model)
-    mesh = build_mesh(device.type, env.world_size, env.local_world_size, cfg.parallel.hsdp)
+    mesh = build_mesh(device.type, env.world_size, env.local_world_size, cfg.parallel.hsdp,
+                      mesh_backend)
     model = parallelize(model, mesh, cfg.parallel)
     if meta:
         torch.manual_seed(cfg.seed + env.rank)
@@ -125,9 +145,8 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
     data = build_data(cfg, model.args.vocab_size, env)
 
-    peak = cfg.peak_tflops
-    if peak is None and device.type == "cuda":
-        peak = peak_tflops_for(torch.cuda.get_device_name(device))
+    dtype = compute_dtype(device.type, cfg.parallel.bf16)
+    peak, peak_source = peak_for(cfg, device, dtype)
     local_tokens = cfg.batch_size // env.world_size * cfg.seq_len
     fpt = flops_per_token(n_non_embedding, model.args, cfg.seq_len)
     meter = ThroughputMeter(local_tokens, fpt, peak, cfg.timing_warmup)
@@ -136,7 +155,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
         f"mesh {tuple(mesh.shape)} {mesh.mesh_dim_names}")
 
     start_step, losses, load_timing = 0, [], None
-    completed = _latest_checkpoint(cfg)
+    completed = _latest_checkpoint(cfg, mesh)
     if completed is not None:
         state, load_timing = checkpoint.load(cfg.ckpt_dir, completed, model, optimizer)  # type: ignore[arg-type]
         scheduler.load_state_dict(state["scheduler"])
@@ -145,9 +164,13 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
             f"({load_timing.gb_per_s:.2f} GB/s)")
 
     saves: list[checkpoint.Timing] = []
+    memory.mark(None)  # model construction and checkpoint loading are not training
+    # each step's rows are built (and on GPUs copied) before its timer starts
+    batch = data.local_batch(start_step + 1, device) if start_step < cfg.steps else None
     for step in range(start_step + 1, cfg.steps + 1):
+        assert batch is not None
+        inputs, targets = batch
         start = time.perf_counter()
-        inputs, targets = data.local_batch(step, device)
         logits = model(inputs)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         loss.backward()
@@ -156,32 +179,46 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device) -> dict[
         optimizer.zero_grad(set_to_none=True)
         lr = float(scheduler.get_last_lr()[0])
         scheduler.step()
-        loss_value = global_mean(loss)  # .item() also waits for the GPU
+        loss_value = mesh_mean(loss, mesh)  # .item() also waits for the GPU
         seconds = time.perf_counter() - start
         meter.record(seconds)
+        phase = "train" if meter.seen > cfg.timing_warmup else None
+        if meter.seen == cfg.timing_warmup:
+            memory.mark(None)
+        if step < cfg.steps:
+            batch = data.local_batch(step + 1, device)
         losses.append((step, loss_value))
         if step % cfg.log_every == 0 or step == cfg.steps:
             _log_step(step, loss_value, _scalar(grad_norm), lr, seconds, meter, device)
         if cfg.ckpt_dir is not None and cfg.ckpt_every > 0 and step % cfg.ckpt_every == 0:
             train_state = {"step": step, "scheduler": scheduler.state_dict(),
                            "data_next_step": step + 1, "losses": losses}
+            memory.mark(phase)
             timing = checkpoint.save(cfg.ckpt_dir, step, model, optimizer, train_state,
                                      cfg.ckpt_keep)
+            memory.mark("checkpoint")
             saves.append(timing)
             log(f"checkpoint step {step}: {timing.bytes / 1e9:.3f} GB in {timing.seconds:.2f}s "
                 f"({timing.gb_per_s:.2f} GB/s)")
         if completed is None:
             _test_hooks(step)
 
-    peak_mem, mem_kind = peak_memory_gib(device)
+    memory.mark("train" if meter.seen > cfg.timing_warmup else None)
+    mem = [None if x < 0 else x for x in mesh_max(memory.figures(), mesh, device)]
+    mesh_barrier(mesh)
     return {
         "params": _params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
         "metrics": {
             **meter.summary(),
             "flops_per_token": fpt,
             "peak_tflops": peak,
-            "peak_memory_gib": global_max(peak_mem),
-            "peak_memory_kind": mem_kind,
+            "peak_tflops_source": peak_source,
+            "mfu_dtype": dtype,
+            "peak_memory_gib": mem[0],
+            "peak_memory_reserved_gib": mem[1],
+            "checkpoint_peak_memory_gib": mem[2],
+            "checkpoint_peak_memory_reserved_gib": mem[3],
+            "peak_memory_kind": memory.kind,
             "final_loss": losses[-1][1] if losses else None,
             "losses": [list(x) for x in losses],
             "resumed_from_step": start_step if completed is not None else None,
@@ -206,13 +243,13 @@ def _test_hooks(step: int) -> None:
         time.sleep(600)
 
 
-def _latest_checkpoint(cfg: TrainConfig) -> int | None:
+def _latest_checkpoint(cfg: TrainConfig, mesh: Any) -> int | None:
     if cfg.ckpt_dir is None or not cfg.resume:
         return None
     # rank 0 decides, so every rank loads the same step even if storage caches disagree
-    found = [checkpoint.complete_steps(cfg.ckpt_dir)[-1:] if dist.get_rank() == 0 else None]
-    dist.broadcast_object_list(found, src=0)
-    return found[0][0] if found[0] else None
+    found = mesh_broadcast(
+        checkpoint.complete_steps(cfg.ckpt_dir)[-1:] if dist.get_rank() == 0 else None, mesh)
+    return found[0] if found else None
 
 
 def _log_step(step: int, loss: float, grad_norm: float, lr: float, seconds: float,
@@ -229,7 +266,6 @@ def _log_step(step: int, loss: float, grad_norm: float, lr: float, seconds: floa
 def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
             n_non_embedding: int, device: torch.device, peak: float | None,
             data: TokenBatches) -> dict[str, Any]:
-    bf16 = device.type == "cuda" and cfg.parallel.bf16
     return {
         "model": cfg.model,
         "model_args": preset(cfg.model).to_dict(),
@@ -246,13 +282,14 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
         "hsdp": cfg.parallel.hsdp,
         "compile": cfg.parallel.compile,
         "activation_checkpointing": cfg.parallel.activation_checkpointing,
-        "param_dtype": "bfloat16" if bf16 else "float32",
+        "param_dtype": compute_dtype(device.type, cfg.parallel.bf16),
         "reduce_dtype": "float32",
         "device": device.type,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "backend": dist.get_backend(),
         "optimizer": {**asdict(cfg.optim), "name": "AdamW"},
-        "data": data.describe(),
+        "data": {**data.describe(),
+                 "built": "this rank's rows only, before the step's timer starts"},
         "seed": cfg.seed,
         "timing_warmup_steps": cfg.timing_warmup,
         "peak_tflops": peak,
@@ -301,7 +338,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--no-resume", dest="resume", action="store_false")
     p.add_argument("--timing-warmup", type=int, default=3, help="steps left out of timing")
     p.add_argument("--log-every", type=int, default=1)
-    p.add_argument("--peak-tflops", type=float, help="dense bf16 peak per GPU (default: by name)")
+    p.add_argument("--peak-tflops", type=float,
+                   help="dense peak per GPU in the training dtype (bf16, or fp32 with --fp32); "
+                        "default: from the exact GPU name, none for unknown GPUs")
     p.add_argument("--out", type=Path, help="result record (pctk.result/v1) written by rank 0")
     a = p.parse_args(argv)
     for name in ("steps", "batch_size", "seq_len", "log_every"):
@@ -329,10 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: global batch size {cfg.batch_size} is not divisible by the world size "
               f"{env.world_size}", file=sys.stderr)
         return 2
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                            device_id=device if device.type == "cuda" else None)
+    backend, mesh_backend = process_group_backends(device)
+    dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
     try:
-        result = train(cfg, env, device)
+        result = train(cfg, env, device, mesh_backend)
         if dist.get_rank() == 0 and cfg.out is not None:
             status, reasons = verdict(result["metrics"], cfg.steps)
             rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],
@@ -340,7 +379,6 @@ def main(argv: list[str] | None = None) -> int:
             rec["cluster"]["nodes"] = rec["cluster"]["nodes"] or env.num_nodes
             record.write_record(cfg.out, rec)
             log(f"record: {cfg.out} ({status})")
-        dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0

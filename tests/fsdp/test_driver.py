@@ -107,3 +107,18 @@ def test_job_that_dies_without_a_record_is_an_error(twin, tmp_path: Path,
     assert code == 2
     err = capsys.readouterr().err
     assert "ended FAILED without a result record" in err and "slurm-" in err
+
+
+def test_summary_shows_both_memory_peaks_and_a_non_bf16_mfu_label() -> None:
+    from tests.results.records import fsdp_record
+
+    rec = fsdp_record()
+    rec["params"].update(n_params=8_030_261_248, nodes=2, mesh={"shape": [16]},
+                         global_batch_size=16, seq_len=8192, param_dtype="float32",
+                         compile=False, activation_checkpointing=False, hsdp=False)
+    rec["metrics"].update(peak_memory_reserved_gib=70.5, mfu_dtype="float32")
+    table = dict(summary_rows(rec))
+    assert table["peak memory"].startswith("61.20 GiB allocated, 70.50 GiB reserved")
+    assert table["MFU"] == "34.0% (float32 peak)"
+    rec["metrics"]["mfu_dtype"] = "bfloat16"
+    assert dict(summary_rows(rec))["MFU"] == "34.0%"

@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.fsdp.metrics import (
-    ThroughputMeter,
-    flops_per_token,
-    peak_tflops_for,
-    percentile,
-)
+from benchmarks.fsdp.metrics import ThroughputMeter, flops_per_token, percentile
 from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
+from benchmarks.fsdp.peaks import PEAKS, peak_tflops_for
 
 
 def test_8b_flops_per_token_matches_hand_computation() -> None:
@@ -53,12 +49,35 @@ def test_tiny_is_a_few_hundred_thousand_parameters() -> None:
 
 
 @pytest.mark.parametrize(("device", "peak"), [
-    ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H200", 989.0),
-    ("NVIDIA A100-SXM4-40GB", 312.0), ("NVIDIA B200", 2250.0), ("NVIDIA L40S", 362.0),
-    ("NVIDIA A10G", 70.0), ("Tesla T4", None),
+    ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H100 NVL", 835.0),
+    ("NVIDIA H200", 989.0), ("NVIDIA H200 NVL", 835.0), ("NVIDIA A100-SXM4-40GB", 312.0),
+    ("NVIDIA B200", 2250.0), ("NVIDIA GB200", 2500.0), ("NVIDIA L40S", 362.05),
+    ("NVIDIA A10G", 70.0),
+    # not in the table: no MFU rather than a neighbour's peak
+    ("Tesla T4", None), ("NVIDIA H100", None), ("NVIDIA H800", None), ("NVIDIA GH200 480GB", None),
 ])
-def test_peak_by_device_name(device: str, peak: float | None) -> None:
+def test_bf16_peak_by_exact_device_name(device: str, peak: float | None) -> None:
     assert peak_tflops_for(device) == peak
+
+
+def test_fp32_runs_get_the_fp32_peak_or_none() -> None:
+    assert peak_tflops_for("NVIDIA H100 80GB HBM3", "float32") == 67.0
+    assert peak_tflops_for("NVIDIA A100-SXM4-80GB", "float32") == 19.5
+    assert peak_tflops_for("NVIDIA A10G", "float32") is None  # no datasheet: no MFU
+    with pytest.raises(ValueError, match="float16"):
+        peak_tflops_for("NVIDIA H200", "float16")
+
+
+def test_peaks_agree_with_the_instance_catalog() -> None:
+    import yaml
+
+    from toolkit.catalog import DATA_FILE
+
+    models = yaml.safe_load(DATA_FILE.read_text())["accelerators"]
+    linked = {name: p for name, p in PEAKS.items() if p.catalog_model}
+    assert {p.catalog_model for p in linked.values()} >= {"H100", "H200", "A100-40GB", "B200"}
+    for name, p in linked.items():
+        assert models[p.catalog_model]["peak_bf16_tflops"] == p.bf16, name
 
 
 def test_meter_skips_warmup_and_reports_percentiles() -> None:

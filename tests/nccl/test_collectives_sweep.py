@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -11,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.collectives import busbw_factor, canonical_collective, parse_bytes, sweep_sizes
+from benchmarks.collectives import (
+    busbw_factor,
+    canonical_collective,
+    main,
+    parse_bytes,
+    sweep_sizes,
+    use_cuda_graphs,
+)
 from benchmarks.record import read_record
 from toolkit.nccl.record import runs_from_record
 from toolkit.nccl.sweep_job import SweepJob, sbatch_command, wait_for_job
@@ -26,24 +34,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _rank_main(rank: int, world: int, port: int, out: str) -> None:
+def _rank_main(rank: int, world: int, port: int, out: str, extra: list[str]) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from benchmarks import collectives
 
     rc = collectives.main(["--min-bytes", "64", "--max-bytes", "256K", "--iters", "3",
-                           "--warmup", "1", "--backend", "gloo", "--out", out])
+                           "--warmup", "1", "--backend", "gloo", "--out", out, *extra])
     if rc != 0:
         raise SystemExit(rc)
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_sweep_on_local_gloo_ranks(tmp_path: Path, world: int) -> None:
+@pytest.mark.parametrize(("world", "reduction"), [(2, "mean"), (4, "max")])
+def test_sweep_on_local_gloo_ranks(tmp_path: Path, world: int, reduction: str) -> None:
     import torch.multiprocessing as mp
 
     out = tmp_path / "record.json"
-    mp.spawn(_rank_main, args=(world, _free_port(), str(out)), nprocs=world, join=True)
+    extra = [] if reduction == "mean" else ["--time-reduction", reduction]
+    mp.spawn(_rank_main, args=(world, _free_port(), str(out), extra), nprocs=world, join=True)
     rec = read_record(out)
+    # the record states its timing conventions: nccl-tests' -a 1 (mean) by default
+    timing = rec["params"]["timing"]
+    assert timing["time_reduction"] == reduction
+    assert timing["nccl_tests_equivalent"].startswith({"mean": "-a 1", "max": "-a 3"}[reduction])
+    assert rec["params"]["launch"] == "eager" and rec["params"]["cuda_graph"] == "auto"
     assert rec["kind"] == "collectives" and rec["verdict"]["status"] == "PASS"
     assert rec["params"]["world_size"] == world and rec["params"]["backend"] == "gloo"
     blocks = rec["metrics"]["collectives"]
@@ -61,12 +75,50 @@ def test_sweep_on_local_gloo_ranks(tmp_path: Path, world: int) -> None:
                          else "out_of_place")
             m = row[placement]
             assert m["wrong"] == 0, (b["collective"], row["size_bytes"])
+            assert math.isfinite(m["time_us"]) and m["time_us"] > 0
+            # gloo: one Python call per iteration; small sizes are flagged, large ones not
+            assert row["launch"] == "eager"
+            assert row["launch_bound"] is (row["size_bytes"] < 64 * 1024)
             assert m["algbw_gbps"] == pytest.approx(row["size_bytes"] / m["time_us"] / 1e3)
             assert m["busbw_gbps"] == pytest.approx(m["algbw_gbps"] * factor)
+        sizes = [r["size_bytes"] for r in b["rows"]]
+        assert b["timing"]["time_reduction"] == reduction
+        assert b["avg_busbw_sizes"] == [min(sizes), max(sizes)]
+        assert b["launch_bound_below_bytes"] == 64 * 1024
+        large = [(r["out_of_place"] or r["in_place"])["busbw_gbps"] for r in b["rows"]
+                 if not r["launch_bound"]]
+        assert b["avg_busbw_gbps_not_launch_bound"] == pytest.approx(sum(large) / len(large))
+        assert any("depends on the size range" in note for note in b["notes"])
+        assert any("launch-bound" in note for note in b["notes"])
     # the driver side reads the same layout and agrees that everything follows
     runs = runs_from_record(rec)
     assert all(r.inconsistencies == [] for r in runs)
     assert all(judge(r).status in ("PASS", "WARN") for r in runs)
+
+
+def test_cuda_graphs_only_where_the_backend_can_be_captured() -> None:
+    import torch
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert use_cuda_graphs("auto", "nccl", gpu) is True
+    assert use_cuda_graphs("auto", "gloo", cpu) is False
+    assert use_cuda_graphs("auto", "gloo", gpu) is False
+    assert use_cuda_graphs("off", "nccl", gpu) is False
+    with pytest.raises(ValueError, match="needs nccl on CUDA"):
+        use_cuda_graphs("on", "gloo", cpu)
+
+
+@pytest.mark.parametrize("argv", [["--cuda-graph", "on", "--backend", "gloo"],
+                                  ["--time-reduction", "median"], ["--iters", "0"],
+                                  ["--launch-bound-below", "lots"]])
+def test_bad_sweep_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusal
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err and err.strip()
 
 
 def test_sizes_and_factors_match_nccl_tests() -> None:

@@ -163,10 +163,13 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                     f"hsdp={p['hsdp']}"),
         ("tokens/s per GPU", num("tokens_per_s_per_gpu", ",.0f")),
         ("TFLOPs per GPU", num("tflops_per_gpu", ".1f")),
-        ("MFU", num("mfu", ".1%")),
+        ("MFU", num("mfu", ".1%") + (f" ({m['mfu_dtype']} peak)" if m.get("mfu") is not None
+                                       and m.get("mfu_dtype", "bfloat16") != "bfloat16" else "")),
         ("step time p50 / p90", f"{num('step_time_p50_s', '.3f')} / "
                                 f"{num('step_time_p90_s', '.3f')} s"),
-        ("peak memory", f"{num('peak_memory_gib', '.2f')} GiB ({m.get('peak_memory_kind')})"),
+        ("peak memory", f"{num('peak_memory_gib', '.2f')} GiB allocated, "
+                        f"{num('peak_memory_reserved_gib', '.2f')} GiB reserved "
+                        f"({m.get('peak_memory_kind')})"),
         ("final loss", num("final_loss", ".4f")),
         ("checkpoint save", f"{saves[-1]['gb_per_s']:.2f} GB/s ({len(saves)} saves)"
                             if saves else "-"),

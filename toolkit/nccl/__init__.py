@@ -23,7 +23,9 @@ side in tables, plots and comparisons::
                              "wrong": int | null,    # '#wrong'; null for N/A / old logs
                              "error": float | null}  # old 'error' column
                             | null,
-            "in_place": {...} | null
+            "in_place": {...} | null,
+            "launch": "cuda_graph" | "eager",  # torch sweep: how the timed calls launched
+            "launch_bound": bool               # torch sweep: small size, host launch cost
           }],
           "complete": true,                  # footer reached
           "failure_lines": [str],            # why it stopped (crash, NCCL WARN, srun error)
@@ -44,6 +46,9 @@ side in tables, plots and comparisons::
           "separate_processes": 1,           # >1: lone processes' outputs interleaved
           "repeated_sizes": 0,               # rows repeating a size (interleaved runs)
           "nccl_tests_version", "cuda_version", "cuda_driver": str | null,
+          "timing": {"time_reduction": "mean" | "max", ...},  # torch sweep: over ranks
+          "avg_busbw_sizes": [min, max],     # torch sweep: sizes avg_busbw_gbps covers
+          "avg_busbw_gbps_not_launch_bound": float | null,    # torch sweep
           "verdict": {"status", "reasons"}   # added by the driver (toolkit.nccl.verdict)
         }
       ]

@@ -1,0 +1,291 @@
+"""One GPU session's checks in one run, within about eight minutes on one H100/H200.
+
+    python -m benchmarks.gpu_check                  # everything; outputs under $OUT or --out-dir
+    python -m benchmarks.gpu_check --dry-run        # print the steps, run nothing
+
+Steps, each with its own time limit, in order, each step's output kept in a log file:
+
+1. ``env``: nvidia-smi, torch, CUDA and NCCL versions, the exact device names.
+2. ``health``: the NVML GPU checks of ``benchmarks.health`` against the real GPUs.
+3. ``fsdp``: ``benchmarks.gpu_mfu`` (the 1b shape, bf16, eager and torch.compile), MFU printed.
+4. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
+   graph), then all_reduce again without graphs, to show the launch cost at small sizes.
+5. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
+   or uses a built ``all_reduce_perf`` (``NCCL_TESTS_BIN`` or PATH), runs it on the same
+   GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
+   CUDA graphs (-G), and compares it with the sweep per size at large sizes.
+
+Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
+in both tools and the comparison is by time and algbw. A step that fails or runs out of time
+is reported and the next one runs; the exit code is 0 when every step that ran passed, 1
+otherwise, 2 for bad arguments. Node-side: standard library and torch only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+STEPS = ("env", "health", "fsdp", "sweep", "nccl_tests")
+GPU_CHECKS = "gpu_devices,gpu_count,gpu_ecc,gpu_remap,gpu_xid,gpu_throttle,gpu_pcie,gpu_memory"
+COMPARE_FROM = 64 << 20  # compare sizes from 64 MiB up: there launch cost is noise
+
+
+@dataclass
+class Step:
+    name: str
+    commands: list[list[str]]
+    timeout_s: float
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path = REPO
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help="where logs and records go (default: $OUT/gpu_check, else ./gpu-check)")
+    p.add_argument("--steps", default=",".join(STEPS), help=f"comma list of {','.join(STEPS)}")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs to use (default: all visible)")
+    p.add_argument("--budget-s", type=float, default=480.0,
+                   help="skip steps that would start after this many seconds")
+    p.add_argument("--fsdp-steps", type=int, default=15)
+    p.add_argument("--fsdp-warmup", type=int, default=5)
+    p.add_argument("--max-bytes", default="1G", help="largest sweep and nccl-tests size")
+    p.add_argument("--dry-run", action="store_true", help="print the steps only")
+    a = p.parse_args(argv)
+    steps = [s.strip() for s in a.steps.split(",") if s.strip()]
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown or not steps:
+        p.error(f"unknown step(s) {', '.join(unknown) or '(none given)'}; use {','.join(STEPS)}")
+    if a.fsdp_warmup >= a.fsdp_steps or a.gpus < 0 or a.budget_s <= 0:
+        p.error("need --fsdp-warmup < --fsdp-steps, --gpus >= 0 and --budget-s > 0")
+    if not a.max_bytes.strip().upper().rstrip("B").rstrip("KMG").isdigit():
+        p.error(f"--max-bytes {a.max_bytes!r}: write sizes like 256M or 1G")
+    a.steps = steps
+    if a.out_dir is None:
+        a.out_dir = Path(os.environ["OUT"]) / "gpu_check" if os.environ.get("OUT") \
+            else Path("gpu-check")
+    a.out_dir = a.out_dir.resolve()  # the steps run from the repository root
+    return a
+
+
+def python_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"]
+                                     if env.get("PYTHONPATH") else "")
+    return env
+
+
+def torchrun(nprocs: int, module: str, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={nprocs}", "-m", module, *args]
+
+
+def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
+    """The commands of each chosen step; nothing runs here."""
+    out, py = a.out_dir, sys.executable
+    steps = {
+        "env": Step("env", [
+            ["nvidia-smi"],
+            [py, "-c", "import torch; print('torch', torch.__version__, 'cuda', "
+                       "torch.version.cuda, 'nccl', torch.cuda.nccl.version() if "
+                       "torch.cuda.is_available() else None); "
+                       "[print(i, repr(torch.cuda.get_device_name(i))) "
+                       "for i in range(torch.cuda.device_count())]"],
+        ], 60),
+        "health": Step("health", [
+            [py, "-m", "benchmarks.health", "--checks", GPU_CHECKS, "--format", "text",
+             "--out-dir", str(out / "health")],
+        ], 60),
+        "fsdp": Step("fsdp", [
+            [py, "-m", "benchmarks.gpu_mfu", "--steps", str(a.fsdp_steps),
+             "--timing-warmup", str(a.fsdp_warmup), "--out-dir", str(out / "fsdp")],
+        ], 240),
+        "sweep": Step("sweep", [
+            torchrun(gpus, "benchmarks.collectives", [
+                "--backend", "nccl", "--min-bytes", "1K", "--max-bytes", a.max_bytes,
+                "--ops", "all_reduce,all_gather,reduce_scatter", "--iters", "20",
+                "--warmup", "5", "--out", str(out / "sweep-graph.json")]),
+            torchrun(gpus, "benchmarks.collectives", [
+                "--backend", "nccl", "--min-bytes", "1K", "--max-bytes", a.max_bytes,
+                "--ops", "all_reduce", "--iters", "20", "--warmup", "5",
+                "--cuda-graph", "off", "--out", str(out / "sweep-eager.json")]),
+        ], 120),
+    }
+    nccl = nccl_tests_commands(out, gpus, a.max_bytes)
+    if nccl:
+        libs = os.pathsep.join(x for x in (str(out / "nccl-tests-build" / "nccl" / "lib"),
+                                            os.environ.get("LD_LIBRARY_PATH")) if x)
+        steps["nccl_tests"] = Step("nccl_tests", nccl, 180, {"LD_LIBRARY_PATH": libs})
+    return [steps[name] for name in a.steps if name in steps]
+
+
+def nccl_tests_commands(out: Path, gpus: int, max_bytes: str) -> list[list[str]]:
+    """Build (if a checkout is given) and run all_reduce_perf; [] when neither is here."""
+    run = ["-b", "1K", "-e", max_bytes, "-f", "2", "-g", str(gpus), "-n", "20", "-w", "5",
+           "-a", "1", "-c", "1"]
+    src = os.environ.get("NCCL_TESTS_SRC")
+    binary = os.environ.get("NCCL_TESTS_BIN")
+    perf = (Path(binary) / "all_reduce_perf") if binary else None
+    commands: list[list[str]] = []
+    if src and shutil.which("nvcc"):
+        build = out / "nccl-tests-build"
+        commands.append(["bash", str(REPO / "benchmarks" / "gpu_check_build.sh"), src,
+                         str(build)])
+        perf = build / "all_reduce_perf"
+    elif perf is None and shutil.which("all_reduce_perf"):
+        perf = Path(str(shutil.which("all_reduce_perf")))
+    if perf is None:
+        return []
+    commands.append([str(perf), *run, "-G", "0"])
+    commands.append([str(perf), *run, "-G", "1"])
+    return commands
+
+
+def run_step(step: Step, out: Path, deadline: float) -> dict[str, Any]:
+    log = out / f"{step.name}.log"
+    started = time.monotonic()
+    results: list[dict[str, Any]] = []
+    with log.open("w") as fh:
+        for cmd in step.commands:
+            left = min(step.timeout_s - (time.monotonic() - started), deadline - time.monotonic())
+            if left <= 5:
+                results.append({"cmd": cmd, "rc": None, "why": "out of time"})
+                break
+            fh.write(f"$ {' '.join(cmd)}\n")
+            fh.flush()
+            try:
+                proc = subprocess.run(cmd, cwd=step.cwd, env={**python_env(), **step.env},
+                                      stdout=fh, stderr=subprocess.STDOUT, timeout=left,
+                                      check=False)
+                results.append({"cmd": cmd, "rc": proc.returncode})
+            except subprocess.TimeoutExpired:
+                results.append({"cmd": cmd, "rc": None, "why": f"timed out after {left:.0f}s"})
+            except OSError as exc:
+                results.append({"cmd": cmd, "rc": None, "why": str(exc)})
+            if "why" in results[-1]:
+                fh.write(f"gpu_check: {results[-1]['why']}\n")
+    ok = all(r["rc"] == 0 for r in results) and bool(results)
+    if step.name == "health":  # Nagios codes: 1 is a WARNING, not a failure of the run
+        ok = bool(results) and all(r["rc"] in (0, 1) for r in results)
+    if step.name == "fsdp":  # gpu_mfu: 1 = ran, below the MFU target
+        ok = bool(results) and all(r["rc"] in (0, 1) for r in results)
+    return {"step": step.name, "ok": ok, "seconds": round(time.monotonic() - started, 1),
+            "log": str(log), "commands": results}
+
+
+def perf_rows(text: str) -> dict[int, dict[str, dict[str, float]]]:
+    """``{size: {"out_of_place": figures, "in_place": figures}}`` from an nccl-tests table:
+    the last eight columns are time, algbw, busbw, #wrong for each placement."""
+    rows: dict[int, dict[str, dict[str, float]]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 12 or not parts[0].isdigit():
+            continue
+        try:
+            oop = [float(x) for x in parts[-8:-5]]
+            inp = [float(x) for x in parts[-4:-1]]
+        except ValueError:
+            continue
+        keys = ("time_us", "algbw_gbps", "busbw_gbps")
+        rows[int(parts[0])] = {"out_of_place": dict(zip(keys, oop, strict=True)),
+                               "in_place": dict(zip(keys, inp, strict=True))}
+    return rows
+
+
+def sweep_rows(record: Path) -> dict[int, dict[str, float]]:
+    if not record.is_file():
+        return {}
+    blocks = json.loads(record.read_text())["metrics"]["collectives"]
+    block = next((b for b in blocks if b["collective"] == "all_reduce"), None)
+    if block is None:
+        return {}
+    return {r["size_bytes"]: r["in_place"] for r in block["rows"] if r.get("in_place")}
+
+
+def compare(out: Path, gpus: int) -> list[str]:
+    """Sweep vs nccl-tests per size at large sizes, each side's timing stated."""
+    log = out / "nccl_tests.log"
+    if not log.is_file():
+        return ["no nccl-tests output: nothing compared"]
+    perf: dict[bool, dict[int, dict[str, dict[str, float]]]] = {}
+    for run in log.read_text(errors="replace").split("$ ")[1:]:
+        head = run.splitlines()[0]
+        if "all_reduce_perf" in head:
+            perf["-G 1" in head] = perf_rows(run)
+    plain, graphed = perf.get(False, {}), perf.get(True, {})
+    graph, eager = sweep_rows(out / "sweep-graph.json"), sweep_rows(out / "sweep-eager.json")
+    nan = {"time_us": float("nan"), "algbw_gbps": float("nan")}
+    lines = ["all_reduce, time per call in us, mean over ranks (sweep --time-reduction mean, "
+             "nccl-tests -a 1); torch's all_reduce is in place, so in-place columns compare"]
+    if gpus == 1:
+        lines.append("one GPU: an in-place all_reduce of one rank moves no data, so these "
+                     "columns measure launch cost only; nccl-tests' out-of-place is a copy")
+    lines.append(f"{'size':>11} {'sweep graph':>11} {'sweep eager':>11} {'nccl-tests':>10} "
+                 f"{'nccl -G':>8} {'nccl oop':>9} {'algbw sweep/nccl':>16}")
+    for size in sorted(set(graph) & set(plain)):
+        if size < COMPARE_FROM:
+            continue
+        mine, theirs = graph[size], plain[size]["in_place"]
+        ratio = (mine["algbw_gbps"] / theirs["algbw_gbps"] if theirs["algbw_gbps"]
+                 else float("nan"))
+        g = graphed.get(size, {}).get("in_place", nan)
+        lines.append(f"{size:>11} {mine['time_us']:>11.1f} "
+                     f"{eager.get(size, nan)['time_us']:>11.1f} {theirs['time_us']:>10.1f} "
+                     f"{g['time_us']:>8.1f} {plain[size]['out_of_place']['time_us']:>9.1f} "
+                     f"{ratio:>16.3f}")
+    if not any(size >= COMPARE_FROM for size in set(graph) & set(plain)):
+        lines.append(f"no size from {COMPARE_FROM} bytes up in both")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    gpus = a.gpus or _visible_gpus()
+    steps = plan(a, max(1, gpus))
+    if a.dry_run:
+        for step in steps:
+            for cmd in step.commands:
+                print(f"[{step.name}, {step.timeout_s:.0f}s] {' '.join(cmd)}")
+        if "nccl_tests" in a.steps and not any(s.name == "nccl_tests" for s in steps):
+            print("[nccl_tests] skipped: set NCCL_TESTS_SRC (with nvcc) or NCCL_TESTS_BIN")
+        return 0
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + a.budget_s
+    summary = [run_step(step, a.out_dir, deadline) for step in steps]
+    for s in summary:
+        print(f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']:<11} {s['seconds']:>6.1f}s  {s['log']}")
+    if "nccl_tests" in a.steps and not any(s.name == "nccl_tests" for s in steps):
+        print("skip nccl_tests: no NCCL_TESTS_SRC (with nvcc), NCCL_TESTS_BIN or all_reduce_perf")
+    for name in ("fsdp.log", "health.log"):
+        path = a.out_dir / name
+        if path.is_file():
+            print(f"--- {name} (tail)\n" + "\n".join(path.read_text().splitlines()[-12:]))
+    comparison = compare(a.out_dir, max(1, gpus))
+    print("--- sweep vs nccl-tests\n" + "\n".join(comparison))
+    (a.out_dir / "summary.json").write_text(json.dumps(
+        {"steps": summary, "comparison": comparison, "gpus": gpus}, indent=1))
+    return 0 if all(s["ok"] for s in summary) else 1
+
+
+def _visible_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
