@@ -79,14 +79,11 @@ class _BoundedLines:
         return "".join(self)
 
 
-def open_regular_text(path: str | os.PathLike[str],
-                      max_bytes: int = DEFAULT_MAX_READ_BYTES) -> _BoundedLines:
-    """Open a regular file for line-by-line text reading with a cap on bytes read.
+def _open_regular(path: str | os.PathLike[str], max_bytes: int) -> Any:
+    """A binary file object for a regular file not already over ``max_bytes``.
 
-    FIFOs, character devices (``/dev/zero``), sockets and directories are refused at once
-    (opened non-blocking, so a FIFO with no writer cannot hang the caller), and so is a
-    file whose size already exceeds ``max_bytes``; a file that grows while being read
-    stops at the cap. Raises :class:`NotRegularFile`, :class:`InputTooLarge` or OSError.
+    Opened non-blocking, so a FIFO with no writer cannot hang the caller; FIFOs, character
+    devices (``/dev/zero``), sockets and directories are refused before anything is read.
     """
     name = os.fspath(path)
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -98,11 +95,31 @@ def open_regular_text(path: str | os.PathLike[str],
             raise InputTooLarge(f"{name}: {st.st_size} bytes, above the read limit of "
                                 f"{max_bytes} bytes")
         os.set_blocking(fd, True)
-        fh = os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-    return _BoundedLines(fh, name, max_bytes)
+
+
+def open_regular_text(path: str | os.PathLike[str],
+                      max_bytes: int = DEFAULT_MAX_READ_BYTES) -> _BoundedLines:
+    """Open a regular file for line-by-line text reading with a cap on bytes read.
+
+    Refuses what :func:`_open_regular` refuses; a file that grows while being read stops at
+    the cap. Raises :class:`NotRegularFile`, :class:`InputTooLarge` or OSError.
+    """
+    return _BoundedLines(_open_regular(path, max_bytes), os.fspath(path), max_bytes)
+
+
+def read_regular_bytes(path: str | os.PathLike[str],
+                       max_bytes: int = DEFAULT_MAX_READ_BYTES) -> bytes:
+    """The whole of a regular file of at most ``max_bytes``, with the same refusals as
+    :func:`open_regular_text` (a FIFO, a device, a directory, too many bytes)."""
+    with _open_regular(path, max_bytes) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputTooLarge(f"{os.fspath(path)}: more than {max_bytes} bytes (the read limit)")
+    return bytes(data)
 
 
 def _kind(mode: int) -> str:

@@ -7,13 +7,12 @@ absurdly nested documents are refused before they can exhaust memory.
 from __future__ import annotations
 
 import errno
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from toolkit import fsutil
 from toolkit.errors import PctkError
 
 MAX_BYTES = 5 * 1024 * 1024
@@ -59,59 +58,28 @@ def _depth(node: yaml.Node, limit: int) -> int:
 def read_regular_bytes(path: str | Path, max_bytes: int) -> bytes:
     """At most ``max_bytes`` of a regular file; anything else is a one-line PctkError.
 
-    A FIFO would block ``open`` and ``/dev/zero`` never ends (its ``st_size`` is 0), so the
-    file kind is checked before reading (``O_NONBLOCK`` so that a FIFO swapped in cannot block
-    the open) and the read stops one byte past the cap whatever ``st_size`` says.
+    A FIFO would block ``open`` and ``/dev/zero`` never ends (its ``st_size`` is 0), so
+    :func:`toolkit.fsutil.read_regular_bytes` checks the file kind before reading and stops
+    one byte past the cap whatever ``st_size`` says.
     """
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return fsutil.read_regular_bytes(p, max_bytes)
     except FileNotFoundError:
         raise PctkError(f"{p}: no such file", "check the path") from None
     except IsADirectoryError:
         raise PctkError(f"{p}: is a folder, not a YAML file") from None
+    except fsutil.NotRegularFile as exc:
+        if "directory" in str(exc):
+            raise PctkError(f"{p}: is a folder, not a YAML file") from None
+        raise PctkError(f"{exc}; refused", "save the config to a file and pass that") from None
+    except fsutil.InputTooLarge:
+        raise PctkError(f"{p}: larger than the {max_bytes} bytes a cluster config may be",
+                        "pass the ParallelCluster YAML itself") from None
     except OSError as exc:
         raise PctkError(f"{p}: cannot read ({exc.strerror})",
                         "check the file's permissions" if exc.errno == errno.EACCES else None
                         ) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise PctkError(f"{p}: is a folder, not a YAML file")
-        if not stat.S_ISREG(mode):
-            raise PctkError(f"{p}: not a regular file ({_kind(mode)}); refused",
-                            "save the config to a file and pass that")
-        data = _read_upto(fd, max_bytes + 1)
-    except OSError as exc:
-        raise PctkError(f"{p}: cannot read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise PctkError(
-            f"{p}: larger than the {max_bytes} bytes a cluster config may be",
-            "pass the ParallelCluster YAML itself",
-        )
-    return data
-
-
-def _read_upto(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    left = limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a plain file"
 
 
 def read_text(path: str | Path) -> str:
