@@ -8,7 +8,8 @@ Node-side module: standard library only. A record is a JSON object::
       "kind": "nccl-tests" | "collectives" | "fsdp" | "health",
       "created": "2026-12-02T12:00:00Z",
       "cluster": {"name": str|null, "instance_type": str|null, "nodes": int|null,
-                  "hosts": [str], "partition": str|null, "job_id": str|null},
+                  "hosts": [str], "partition": str|null, "job_id": str|null,
+                  "twin": bool},   # true on pctk's local twin (emulated nodes, one host)
       "software": {"torch": ..., "nccl": ..., "aws_ofi_nccl": ..., "efa": ..., "libfabric": ...,
                    "driver": ..., "cuda": ..., "python": ...},   # null where unknown
       "params": {...},      # what was asked for (kind-specific)
@@ -60,13 +61,24 @@ def _scontrol(*args: str) -> str:
         return ""
 
 
-def _cluster_name() -> str | None:
-    if name := os.environ.get("SLURM_CLUSTER_NAME"):
-        return name
+def _slurm_config() -> dict[str, str]:
+    out = {}
     for line in _scontrol("show", "config").splitlines():
-        if line.startswith("ClusterName"):
-            return line.split("=", 1)[1].strip() or None
-    return None
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _cluster_name(config: dict[str, str]) -> str | None:
+    return os.environ.get("SLURM_CLUSTER_NAME") or config.get("ClusterName") or None
+
+
+def _on_twin(config: dict[str, str]) -> bool:
+    """The local twin runs slurmctld at a loopback address (every daemon on one host); a
+    real cluster's controller must be reachable from other hosts, so never is."""
+    hosts = [v for k, v in config.items() if k.startswith(("SlurmctldHost", "ControlAddr"))]
+    return any(re.search(r"\((?:127\.\d+\.\d+\.\d+|::1|localhost)\)", h) for h in hosts)
 
 
 def _instance_type() -> str | None:
@@ -89,13 +101,15 @@ def cluster_from_env() -> dict[str, Any]:
     """What the Slurm environment says about where this runs (empty fields outside Slurm)."""
     env = os.environ
     nodes = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
+    config = _slurm_config()
     return {
-        "name": _cluster_name(),
+        "name": _cluster_name(config),
         "instance_type": _instance_type(),
         "nodes": int(nodes) if nodes and nodes.isdigit() else None,
         "hosts": [],
         "partition": env.get("SLURM_JOB_PARTITION"),
         "job_id": env.get("SLURM_JOB_ID"),
+        "twin": _on_twin(config),
     }
 
 

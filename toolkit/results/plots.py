@@ -10,6 +10,7 @@ import base64
 import datetime as dt
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from matplotlib import dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -20,6 +21,8 @@ from toolkit.results import metrics as m
 
 CURRENT_COLOR = "#1f6feb"
 BASELINE_COLOR = "#8b949e"
+EXPECTED_COLOR = "#1a7f37"
+FAIL_COLOR = "#cf222e"
 DPI = 100
 
 
@@ -30,8 +33,20 @@ def png_data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+@dataclass(frozen=True)
+class Expected:
+    """The catalog figure a busbw curve was judged against (see toolkit.nccl.verdict)."""
+
+    gbps: float
+    size_bytes: int | None  # judged at sizes >= this; None: at every size
+    label: str  # e.g. "catalog 487.1 GB/s (S8a)"
+    warn_below: float  # fractions of gbps under which the verdict is WARN / FAIL
+    fail_below: float
+
+
 def busbw_chart(collective: str, current: Sequence[m.BusbwPoint],
-                baseline: Sequence[m.BusbwPoint] | None, title: str) -> str:
+                baseline: Sequence[m.BusbwPoint] | None, title: str,
+                expected: Expected | None = None) -> str:
     fig = Figure(figsize=(6.4, 3.4))
     ax = fig.add_subplot()
     ax.plot([p.size for p in current], [p.busbw for p in current], marker="o",
@@ -39,6 +54,11 @@ def busbw_chart(collective: str, current: Sequence[m.BusbwPoint],
     if baseline:
         ax.plot([p.size for p in baseline], [p.busbw for p in baseline], linestyle="--",
                 marker="x", markersize=3, color=BASELINE_COLOR, label="baseline")
+    if expected and current:
+        _expectation(ax, expected, [p.size for p in current])
+    else:
+        ax.text(0.99, 0.02, "no catalog expectation for this run", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=7, color=BASELINE_COLOR)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: m.format_size(int(x))))
     ax.tick_params(axis="x", labelrotation=45, labelsize=7)
@@ -50,34 +70,77 @@ def busbw_chart(collective: str, current: Sequence[m.BusbwPoint],
     return png_data_uri(fig)
 
 
+def _expectation(ax, expected: Expected, sizes: list[int]) -> None:
+    """The catalog figure as a line, the PASS band under it, the FAIL threshold dotted, and
+    where judging starts (the figure's message size) as a vertical mark."""
+    top = expected.gbps
+    ax.axhspan(top * expected.warn_below, top, color=EXPECTED_COLOR, alpha=0.12,
+               label=f"PASS band (>= {expected.warn_below:.0%})")
+    ax.axhline(top, color=EXPECTED_COLOR, linewidth=1.5, label=expected.label)
+    ax.axhline(top * expected.fail_below, color=FAIL_COLOR, linewidth=1, linestyle=":",
+               label=f"FAIL below {expected.fail_below:.0%}")
+    if expected.size_bytes and min(sizes) < expected.size_bytes:
+        ax.axvline(expected.size_bytes, color=EXPECTED_COLOR, linewidth=1, linestyle="--",
+                   alpha=0.6)
+
+
 TimeSeries = dict[str, list[tuple[dt.datetime, float]]]
 
 
 def training_over_time(tokens: TimeSeries, mfu: TimeSeries,
                        baselines: dict[str, tuple[float | None, float | None]]) -> str:
-    """Two panels, tokens/s per GPU and MFU (%), one line per cluster / instance type."""
-    fig = Figure(figsize=(9.0, 3.4))
-    panels = (fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2))
-    for index, (ax, series, label) in enumerate(
-        ((panels[0], tokens, "tokens/s per GPU"), (panels[1], mfu, "MFU (%)"))
-    ):
-        for group, points in sorted(series.items()):
-            points = sorted(points)
-            values = [v * 100 if index else v for _, v in points]
-            line = ax.plot(mdates.date2num([t for t, _ in points]), values, marker="o",
-                           markersize=3, label=group)[0]
-            base = baselines.get(group, (None, None))[index]
-            if base is not None:
-                ax.axhline(base * 100 if index else base, linestyle="--", linewidth=1,
-                           color=line.get_color(), alpha=0.7)
-        ax.xaxis_date()
-        ax.set_title(label + " (dashed: baseline)", fontsize=10)
-        ax.grid(True, alpha=0.3)
-        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
-        if series:
-            ax.legend(fontsize=7)
-    fig.autofmt_xdate()
+    """tokens/s per GPU and MFU (%) over time, one line with markers per cluster / type.
+
+    Without any MFU value (no published peak for the device) the MFU panel is left out
+    rather than drawn empty; the caller says why.
+    """
+    panels = [(tokens, "tokens/s per GPU", 1.0, 0)]
+    if mfu:
+        panels.append((mfu, "MFU (%)", 100.0, 1))
+    fig = Figure(figsize=(4.8 * len(panels) + 0.6, 3.6))
+    for column, (series, label, scale, index) in enumerate(panels, start=1):
+        ax = fig.add_subplot(1, len(panels), column)
+        _time_panel(ax, series, scale, {g: b[index] for g, b in baselines.items()})
+        ax.set_title(label + (" (dashed: baseline)" if any(
+            b[index] is not None for b in baselines.values()) else ""), fontsize=10)
+    fig.tight_layout()
     return png_data_uri(fig)
+
+
+def _time_panel(ax, series: TimeSeries, scale: float, baselines: dict[str, float | None]
+                ) -> None:
+    times = [t for points in series.values() for t, _ in points]
+    few = sum(len(points) for points in series.values()) <= 12
+    for group, points in sorted(series.items()):
+        points = sorted(points)
+        xs = mdates.date2num([t for t, _ in points])
+        values = [v * scale for _, v in points]
+        line = ax.plot(xs, values, marker="o", markersize=7, linewidth=1.8, label=group)[0]
+        if few:  # with a handful of runs the numbers themselves are the point
+            for i, (x, v) in enumerate(zip(xs, values, strict=True)):
+                # alternate above/below so neighbouring labels do not overlap
+                ax.annotate(f"{v:,.4g}", (x, v), textcoords="offset points",
+                            xytext=(0, 7 if i % 2 == 0 else -13), ha="center", fontsize=7,
+                            color=line.get_color())
+        base = baselines.get(group)
+        if base is not None:
+            ax.axhline(base * scale, linestyle="--", linewidth=1, color=line.get_color(),
+                       alpha=0.7)
+    if times:
+        lo, hi = min(times), max(times)
+        pad = max((hi - lo) * 0.08, dt.timedelta(minutes=30))
+        ax.set_xlim(mdates.date2num(lo - pad), mdates.date2num(hi + pad))
+        span = hi - lo
+        fmt = "%H:%M" if span < dt.timedelta(days=1) and lo.date() == hi.date() else "%m-%d %H:%M"
+        ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=2, maxticks=6))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter(fmt))
+        if fmt == "%H:%M":
+            ax.set_xlabel(lo.strftime("%Y-%m-%d") + " (UTC)", fontsize=8)
+    ax.margins(y=0.25)
+    ax.grid(True, alpha=0.3)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+    if series:
+        ax.legend(fontsize=7)
 
 
 def loss_chart(curves: dict[str, list[tuple[int, float]]]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,7 +37,16 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .plots{display:flex;flex-wrap:wrap;gap:1rem}.plots img{max-width:100%;height:auto;
 border:1px solid #d0d7de}
 .empty{color:#656d76;font-style:italic}
+.banner{padding:.6rem 1rem;border:1px solid #d0d7de;border-radius:6px;margin:1rem 0;
+font-weight:400}
+.banner strong{font-size:1.15rem;margin-right:.6rem}.banner ul{margin:.3rem 0 0;padding-left:1.2rem}
+.twin{display:inline-block;background:#ddf4ff;color:#0969da;border:1px solid #54aeff;
+border-radius:1rem;padding:0 .5rem;font-size:.75rem;font-weight:600;vertical-align:middle}
+.scroll{overflow-x:auto;max-width:100%}
+th.node{white-space:nowrap}table.health td{white-space:nowrap}
 """
+TWIN_BADGE = ('<span class="twin" title="measured on pctk\'s local twin: emulated nodes on one '
+              'host, not hardware figures">TWIN</span>')
 
 
 def esc(value: Any) -> str:
@@ -60,8 +70,26 @@ def td(value: Any, css: str = "", title: str = "") -> str:
     return f"<td{attrs}>{esc(value)}</td>"
 
 
-def _img(uri: str, alt: str) -> str:
-    return f'<img src="{uri}" alt="{esc(alt)}">'
+def _natural_text(text: str) -> list[Any]:
+    """gpu-st-p5-2 before gpu-st-p5-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def _natural(item: tuple[str, Any]) -> list[Any]:
+    return _natural_text(item[0])
+
+
+def on_twin(record: dict[str, Any]) -> bool:
+    return (record.get("cluster") or {}).get("twin") is True
+
+
+def twin_mark(records: Iterable[dict[str, Any]]) -> str:
+    return f" {TWIN_BADGE}" if any(on_twin(r) for r in records) else ""
+
+
+def _img(uri: str, alt: str, points: int) -> str:
+    """``data-points``: how many values the plot draws, so a test can tell empty plots."""
+    return f'<img src="{uri}" alt="{esc(alt)}" data-points="{points}">'
 
 
 def cluster_summary(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
@@ -82,6 +110,11 @@ def cluster_summary(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
             ("results", ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))),
             ("first / latest", f"{records[-1]['created']} / {latest['created']}"),
         ]
+        twin_runs = sum(on_twin(r) for r in records)
+        if twin_runs:
+            facts.append(("where", f"local twin for {twin_runs} of {len(records)} result(s): "
+                          "Slurm is real, nodes are emulated on one host, so figures are not "
+                          "hardware figures"))
         seen: dict[str, list[str]] = defaultdict(list)
         for record in records:  # newest first, so each list starts with the current value
             for name, value in (record.get("software") or {}).items():
@@ -92,7 +125,7 @@ def cluster_summary(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
             for name, values in sorted(seen.items())
         ]
         parts.append(
-            f"<h3>{esc(group_label(key))}</h3>"
+            f"<h3>{esc(group_label(key))}{twin_mark(records)}</h3>"
             + table(None, [[f"<th>{esc(k)}</th>", td(v)] for k, v in facts])
             + (table(["software", "latest", "also seen"], software_rows) if software_rows
                else '<p class="empty">no software versions recorded</p>')
@@ -141,15 +174,44 @@ def interconnect_section(store: ResultStore, groups: set[tuple[str, str]]) -> st
             title = f"{group_label(key)} ({kind}, {record['created']})"
             emulated = m.emulated_collectives(record)
             images = [
-                _img(plots.busbw_chart(name + (" (EMULATED)" if name in emulated else ""),
-                                       points, base_curves.get(name), group_label(key)),
-                     f"{name} busbw against message size, {title}")
+                busbw_image(record, name + (" (EMULATED)" if name in emulated else ""),
+                            name, points, base_curves.get(name), title)
                 for name, points in sorted(m.busbw_curves(record).items())
             ]
-            parts.append(f"<h3>{esc(title)}</h3><p class=\"meta\">{esc(m.headline(record))}</p>"
+            parts.append(f"<h3>{esc(title)}{twin_mark([record])}</h3>"
+                         f"<p class=\"meta\">{esc(m.headline(record))}</p>"
                          + (f'<div class="plots">{"".join(images)}</div>' if images
                             else '<p class="empty">no busbw rows in this record</p>'))
     return "".join(parts) or '<p class="empty">no nccl-tests or collectives results</p>'
+
+
+def busbw_image(record: dict[str, Any], label: str, collective: str,
+                points: list[m.BusbwPoint], baseline: list[m.BusbwPoint] | None,
+                title: str) -> str:
+    expected = expected_busbw(record, collective, points)
+    alt = f"{collective} busbw against message size, {title}" + (
+        f"; judged against {expected.label}" if expected else "; no catalog expectation")
+    chart = plots.busbw_chart(label, points, baseline, group_label(group_key(record)), expected)
+    return _img(chart, alt, len(points))
+
+
+def expected_busbw(record: dict[str, Any], collective: str,
+                   points: list[m.BusbwPoint]) -> plots.Expected | None:
+    """The catalog expectation the verdict used: same lookup, same instance type and nodes."""
+    from toolkit.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
+
+    cluster = record.get("cluster") or {}
+    block = m.collective_sections(record.get("metrics") or {}).get(collective) or {}
+    hosts = block.get("hosts")
+    nodes = cluster.get("nodes") or (len(hosts) if isinstance(hosts, list) else 0) or None
+    exp = lookup_expectation(cluster.get("instance_type"), nodes, collective,
+                             max((p.size for p in points), default=None))
+    if exp is None:
+        return None
+    source = exp.source.split(":", 1)[0]
+    at = f" at >= {m.format_size(exp.size_bytes)}" if exp.size_bytes else ""
+    return plots.Expected(exp.gbps, exp.size_bytes, f"catalog {exp.gbps:g} GB/s{at} ({source})",
+                          WARN_BELOW, FAIL_BELOW)
 
 
 def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
@@ -181,12 +243,20 @@ def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
                                        m.mfu_fraction(base_mfu) if base_mfu is not None else None)
         if curve := m.loss_curve(record):
             losses[group_label(key)] = curve
-        rows.append([td(group_label(key)), td(record["created"]), td(m.headline(record))])
-    images = [_img(plots.training_over_time(tokens, mfu, baselines),
-                   "tokens per second per GPU and MFU over time")]
+        rows.append([f"<td>{esc(group_label(key))}{twin_mark([record])}</td>",
+                     td(record["created"]), td(m.headline(record))])
+    images = []
+    if tokens or mfu:
+        what = "tokens per second per GPU" + (" and MFU" if mfu else "")
+        images.append(_img(plots.training_over_time(tokens, mfu, baselines), what + " over time",
+                           sum(map(len, tokens.values())) + sum(map(len, mfu.values()))))
+    no_mfu = sorted(set(tokens) - set(mfu))
+    note = (f'<p class="empty">no MFU for {esc(", ".join(no_mfu))}: no peak for this device '
+            "(MFU needs the GPU's published peak FLOP/s)</p>" if no_mfu else "")
     if losses:
-        images.append(_img(plots.loss_chart(losses), "loss of the latest training run"))
-    return (f'<div class="plots">{"".join(images)}</div>'
+        images.append(_img(plots.loss_chart(losses), "loss of the latest training run",
+                           sum(map(len, losses.values()))))
+    return (f'<div class="plots">{"".join(images)}</div>' + note
             + table(["cluster / type", "latest run", "figures"], rows))
 
 
@@ -199,8 +269,8 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
         matrix = m.health_matrix(record)
         checks = sorted({check for row in matrix.values() for check in row})
         rows = []
-        for node in sorted(matrix):
-            cells = [f"<th>{esc(node)}</th>"]
+        for node in sorted(matrix, key=_natural_text):
+            cells = [f'<th class="node">{esc(node)}</th>']
             for check in checks:
                 cell = matrix[node].get(check)
                 if cell is None:
@@ -213,9 +283,64 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
                 cells.append(td(cell.status, cell.status, tip))
             rows.append(cells)
         title = f"{group_label(key)} ({record['created']}, verdict {record['verdict']['status']})"
-        parts.append(f"<h3>{esc(title)}</h3>" + (table(["node", *checks], rows) if matrix
-                     else '<p class="empty">no checks in this record</p>'))
+        head = "<tr><th>node</th>" + "".join(
+            f"<th>{esc(c).replace('_', '_<wbr>')}</th>" for c in checks) + "</tr>"
+        parts.append(f"<h3>{esc(title)}{twin_mark([record])}</h3>" + (
+            f'<div class="scroll"><table class="health"><thead>{head}</thead><tbody>'
+            + "".join("<tr>" + "".join(r) + "</tr>" for r in rows)
+            + "</tbody></table></div>" if matrix
+            else '<p class="empty">no checks in this record</p>'))
     return "".join(parts) or '<p class="empty">no health results</p>'
+
+
+VERDICT_ORDER = ("PASS", "UNKNOWN", "WARN", "FAIL")
+VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health")
+
+
+def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) -> str:
+    """The worst verdict over the latest run of each kind and cluster, with counts.
+
+    A regression against a baseline lifts a PASS to WARN: the checks passed, but the
+    numbers fell.
+    """
+    if not latest:
+        return '<div class="banner UNKNOWN"><strong>Overall: no results</strong></div>'
+    counts = {s: 0 for s in VERDICT_ORDER}
+    for record in latest:
+        counts[_status(record)] += 1
+    worst = max((s for s, n in counts.items() if n), key=VERDICT_ORDER.index)
+    regressions = sum(len(c.regressions) for c in comparisons)
+    if regressions and VERDICT_ORDER.index(worst) < VERDICT_ORDER.index("WARN"):
+        worst = "WARN"
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    extra = f"; {regressions} regression(s) against baselines" if regressions else ""
+    twin = sum(on_twin(r) for r in latest)
+    where = f"; {twin} of them on the local twin" if twin else ""
+    bad = [r for r in latest if _status(r) in ("WARN", "FAIL")]
+    items = "".join(
+        f"<li><b>{esc(_status(r))}</b>: {esc(r['kind'])} on {esc(group_label(group_key(r)))}"
+        f"{twin_mark([r])} — {esc(_first_reason(r))}</li>" for r in
+        sorted(bad, key=lambda r: -VERDICT_ORDER.index(_status(r))))
+    return (f'<div class="banner {worst}" id="verdict"><strong>Overall: {worst}</strong>'
+            f"latest run of each kind and cluster: {esc(summary)}{esc(extra)}{esc(where)}"
+            + (f"<ul>{items}</ul>" if items else "") + "</div>")
+
+
+def _status(record: dict[str, Any]) -> str:
+    status = str((record.get("verdict") or {}).get("status") or "UNKNOWN")
+    return status if status in VERDICT_ORDER else "UNKNOWN"
+
+
+def _first_reason(record: dict[str, Any]) -> str:
+    reasons = [r for r in (record.get("verdict") or {}).get("reasons") or []
+               if isinstance(r, str)]
+    reasons += [f"{node} {check}: {cell.status} {cell.message}".strip()
+                for node, row in sorted(m.health_matrix(record).items(), key=_natural)
+                for check, cell in sorted(row.items()) if cell.status in ("FAIL", "WARN")]
+    worst = [r for r in reasons if re.search(r"\bFAIL\b", r)] or [
+        r for r in reasons if re.search(r"\bWARN\b", r)]
+    text = (worst or reasons or ["no reason given"])[0]
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def build_report(store: ResultStore, cluster: str | None = None,
@@ -227,12 +352,10 @@ def build_report(store: ResultStore, cluster: str | None = None,
         groups[group_key(record)].append(record)
     keys = set(groups)
     comparisons = []
-    for kind in ("nccl-tests", "collectives", "fsdp", "health"):
-        for record in store.latest(kind):
-            if group_key(record) in keys and (
-                base := store.baseline(*group_key(record), kind)
-            ) is not None:
-                comparisons.append(compare_records(record, base, threshold))
+    latest = [r for kind in VERDICT_KINDS for r in store.latest(kind) if group_key(r) in keys]
+    for record in latest:
+        if (base := store.baseline(*group_key(record), record["kind"])) is not None:
+            comparisons.append(compare_records(record, base, threshold))
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     sections = [
         ("Cluster summary", cluster_summary(groups)),
@@ -248,7 +371,8 @@ def build_report(store: ResultStore, cluster: str | None = None,
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>pctk report</title><style>{STYLE}</style></head><body>"
         f"<h1>pctk report</h1><p class=\"meta\">generated {esc(generated)} from "
-        f"{esc(store.path)} — {len(records)} result(s)</p>{body}</body></html>\n"
+        f"{esc(store.path)} — {len(records)} result(s)</p>"
+        f"{verdict_banner(latest, comparisons)}{body}</body></html>\n"
     )
 
 

@@ -18,11 +18,13 @@ from toolkit.errors import PctkError
 from toolkit.submit.cluster import load_cluster
 from toolkit.submit.command import (
     CommandJob,
+    describe_shape,
     job_from_cluster,
     jobs_dir,
     load_index,
     submit_command,
 )
+from toolkit.submit.logfiles import find_logs, submitit_folder
 from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Cluster config (default: the cluster "
@@ -84,7 +86,7 @@ def submit(
         print(json.dumps(sub.to_json()))
         return
     if not json_out:
-        print(f"submitted {' '.join(sub.job_ids)} ({len(sub.task_ids)} task(s)) to {qname}; "
+        print(f"submitted {' '.join(sub.job_ids)} ({describe_shape(job, sub)}) to {qname}; "
               f"logs in {sub.folder}")
     if wait:
         try:
@@ -118,11 +120,7 @@ def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, g
     ex = ClusterExecutor(folder, cluster=topo, queue=qname, nodes=nodes,
                          gpus_per_node=gpus or None, timeout_min=minutes,
                          job_name=name or func_name)
-    job = ex.submit(func, *args)
-    from toolkit.fsutil import atomic_write_json
-
-    atomic_write_json(jobs_dir() / "index" / f"{job.job_id}.json",
-                      {"job_id": job.job_id, "folder": str(folder), "kind": "submitit"})
+    job = ex.submit(func, *args)  # the executor records its log folder for `pctk logs`
     if not wait:
         print(json.dumps({"job_ids": [job.job_id]}) if json_out else f"submitted {job.job_id}")
         return
@@ -202,44 +200,49 @@ def _whoami() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
 
 
+class NoLogs(PctkError):
+    """Nothing to show: exit 1 (a state, like grep's no match), not 2 (bad input)."""
+
+    exit_code = 1
+
+
 def _log_paths(job_id: str, task: int | None) -> list[Path]:
     meta = load_index(job_id)
     if meta:
         folder = Path(meta["folder"])
-        main = job_id.split("_")[0]
         if meta.get("kind") == "submitit":
-            pattern = f"{job_id}_{task if task is not None else 0}_log.*"
-            return sorted(folder.glob(pattern))
-        if task is None:
-            return sorted(folder.glob(f"{job_id}.batch.out")) + sorted(
-                folder.glob(f"{job_id}.*.out")) + sorted(folder.glob(f"{main}_*.batch.out"))
-        return sorted(folder.glob(f"{job_id}.{task}.out")) + sorted(
-            folder.glob(f"{job_id}.{task}.err"))
+            folder = submitit_folder(meta["folder"], job_id)
+        return find_logs(folder, job_id, task)
     r = _run(["scontrol", "show", "job", job_id])
     for token in r.stdout.split():
         if token.startswith("StdOut="):
-            return [Path(token.split("=", 1)[1])]
+            out = Path(token.split("=", 1)[1])
+            return find_logs(out.parent, job_id, task) or ([out] if out.exists() else [])
     return []
 
 
 def logs(
-    job_id: str = typer.Argument(..., help="Job id (or array task id 123_4)."),
+    job_id: str = typer.Argument(..., help="Job id, array id (every element) or array "
+                                 "element id (123_4)."),
     task: int = typer.Option(None, "--task", help="Task (rank) number (default: the batch log "
-                             "and all tasks)."),
+                             "and every rank)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
 ) -> None:
-    """Print a job's output (per task with --task), following it with --follow."""
+    """Print a job's output, each file under a ==> name <== header; --task for one rank."""
     if not job_id.replace("_", "").isdigit():
         raise PctkError(f"{job_id!r} is not a job id", "use a number like 1234 or 1234_5")
     paths = _log_paths(job_id, task)
     if not paths and not follow:
-        raise PctkError(f"no logs found for job {job_id}",
-                        "logs exist once the job has started; pctk jobs shows its state")
+        which = f"task {task} of job {job_id}" if task is not None else f"job {job_id}"
+        raise NoLogs(f"no logs found for {which}",
+                     "logs exist once the job has started; pctk jobs shows its state")
     offsets: dict[Path, int] = {}
+    shown: list[Path] = []  # the file last printed, for headers between files
     while True:
         # decide "ended" before reading, so the last lines written are always printed
         ended = not follow or _job_ended(job_id)
-        for p in _log_paths(job_id, task):
+        current = _log_paths(job_id, task)
+        for p in current:
             try:
                 with open(p, "rb") as fh:
                     fh.seek(offsets.get(p, 0))
@@ -248,11 +251,15 @@ def logs(
             except OSError:
                 continue
             if chunk:
-                if len(paths) > 1 and not follow:
-                    print(f"==> {p} <==")
+                if len(current) > 1 and shown[-1:] != [p]:
+                    print(f"==> {p.name} <==", flush=True)
+                shown.append(p)
                 sys.stdout.write(chunk.decode(errors="replace"))
                 sys.stdout.flush()
         if ended:
+            if current and not shown:
+                print(f"job {job_id}: {len(current)} log file(s) in {current[0].parent}, all "
+                      "empty", file=sys.stderr)
             return
         try:
             time.sleep(1)

@@ -200,6 +200,15 @@ class ClusterExecutor(SlurmExecutor):
     def _internal_process_submissions(
         self, delayed_submissions: list[utils.DelayedSubmission]
     ) -> list[core.Job[tp.Any]]:
+        jobs = self._submit_delayed(delayed_submissions)
+        from toolkit.submit.command import register_job
+
+        for main in dict.fromkeys(j.job_id.split("_")[0] for j in jobs):
+            register_job(main, str(self.folder), "submitit")
+        return jobs
+
+    def _submit_delayed(self, delayed_submissions: list[utils.DelayedSubmission]
+                        ) -> list[core.Job[tp.Any]]:
         if len(delayed_submissions) == 1:
             return super()._internal_process_submissions(delayed_submissions)
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
