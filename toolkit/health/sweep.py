@@ -244,6 +244,13 @@ def _missing_report(g: Group, states: dict[str, tuple[str, str]], timeout: float
                        "can write, shared storage")
 
 
+def _nodes_now() -> dict[str, SlurmNode]:
+    try:
+        return read_nodes()
+    except PctkError:
+        return {}  # no evidence against any node, then
+
+
 def _storage_wide(nodes: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     """Nodes whose storage check failed, when it failed on every node that ran it (>= 2)."""
     ran = [n for n, checks in nodes.items()
@@ -325,7 +332,7 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
                          [g.job_id for g in groups if g.job_id], max_drain=max_drain)
     checked_in = {name: g for g in groups for name in g.nodes}
     # Slurm's view now, for nodes that wrote no report: a node that went down is evidence
-    now = read_nodes() if set(checked_in) - reported else {}
+    now = _nodes_now() if set(checked_in) - reported else {}
     for n in selected:
         checks: dict[str, dict[str, Any]] = {}
         node_check = node_checks[n.name]
