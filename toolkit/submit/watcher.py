@@ -103,6 +103,7 @@ class PctkWatcher(SlurmInfoWatcher):
         self.commands: list[list[str]] = []  # every command run, for tests and --verbose
         self.requeued: dict[str, str] = {}  # job id -> the state its earlier run ended in
         self._confirm: set[str] = set()  # sacct says MAY_REQUEUE: ask the controller
+        self._ran: dict[str, str] = {}  # job id -> how its current run was last seen ending
 
     def _pending(self) -> set[str]:
         return {x.split("_")[0] for x in self._registered - self._finished}
@@ -144,10 +145,19 @@ class PctkWatcher(SlurmInfoWatcher):
                                  if self.get_state(j, mode="cache").startswith(MAY_REQUEUE)}
         self._last_status_check = time.time()
         for job_id in self._registered - self._finished:
-            if self.get_state(job_id, mode="cache").startswith("REQUEUE"):
-                self.requeued.setdefault(job_id, "REQUEUED")  # scontrol requeue, or a hold
+            self._note_requeue(job_id)
             if self.is_done(job_id, mode="cache"):
                 self._finished.add(job_id)
+
+    def _note_requeue(self, job_id: str) -> None:
+        """A job seen running (or ending) and then pending again was requeued."""
+        state = self.get_state(job_id, mode="cache")
+        if state.startswith(("RUNNING", "COMPLETING")):
+            self._ran.setdefault(job_id, "REQUEUED")
+        elif state.startswith(MAY_REQUEUE):
+            self._ran[job_id] = state.split()[0]
+        elif state.startswith(("PENDING", "REQUEUE")) and job_id in self._ran:
+            self.requeued.setdefault(job_id, self._ran.pop(job_id))
 
     def _read_squeue(self, r: subprocess.CompletedProcess[str]) -> None:
         info = self.read_info("JobID|State|NodeList\n" + r.stdout)
@@ -156,7 +166,7 @@ class PctkWatcher(SlurmInfoWatcher):
         for job_id in confirming:
             listed = info.get(job_id, {}).get("State", "")
             if listed.startswith(ACTIVE):
-                self.requeued[job_id] = self.get_state(job_id, mode="cache")
+                self.requeued.setdefault(job_id, self.get_state(job_id, mode="cache"))
             elif not listed and answered:
                 # the controller no longer holds it: sacct's state is the end
                 info[job_id] = self._info_dict.get(job_id, {})
