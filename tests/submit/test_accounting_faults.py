@@ -95,6 +95,23 @@ def _running_on(name: str) -> tuple[str, str] | None:
     return (rows[0][0], rows[0][2]) if rows and rows[0][1] == "RUNNING" else None
 
 
+def _left_behind(slurm_conf: str) -> list[procs.Proc]:
+    """This twin's processes that outlived it: the steps on the node whose slurmd was
+    stopped (slurmstepd and the job under it), found by the twin's own SLURM_CONF."""
+    mine = f"SLURM_CONF={slurm_conf}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mine in env:
+            found.append(procs.Proc("left", int(d.name), procs.start_ticks(int(d.name)), ""))
+    return found
+
+
 @pytest.fixture(scope="module")
 def acct() -> Iterator[AcctTwin]:
     state = Path(tempfile.mkdtemp(prefix="pctk-af-", dir="/tmp"))
@@ -110,6 +127,7 @@ def acct() -> Iterator[AcctTwin]:
         mp.undo()
         procs.stop(handle.restarted)
         twin.down(purge=True)
+        procs.stop(_left_behind(str(twin.slurm_conf)), timeout=3)
 
 
 @pytest.fixture()
@@ -228,8 +246,9 @@ def test_node_failure_requeue_is_followed_and_the_new_run_returns(dbd_up, tmp_pa
             helper = slurm.job_state(job.job_id) or ""
             assert helper == "COMPLETED" or not helper.startswith(slurm.TERMINAL), seen[-3:]
             time.sleep(0.5)
+        changes = [s for i, s in enumerate(seen) if i == 0 or s != seen[i - 1]]
         assert {watcher.get_state(j, mode="cache") for j in (job.job_id, cli_job)} == \
-            {"COMPLETED"}, seen[-5:]
+            {"COMPLETED"}, (changes, [c[0] for c in watcher.commands[-6:]])
         assert set(watcher.requeued) == {job.job_id, cli_job}
         for j in (job.job_id, cli_job):  # the earlier run ended in a node failure
             runs = _run("sacct", "-D", "-X", "-n", "-P", "-j", j, "-o", "State").stdout.split()

@@ -121,8 +121,11 @@ class PctkWatcher(SlurmInfoWatcher):
         return cmd
 
     def is_done(self, job_id: str, mode: str = "standard") -> bool:
+        # submitit's own list of unfinished states lacks CONFIGURING (a dynamic node
+        # powering up), SUSPENDED, REQUEUE_HOLD...: ACTIVE covers them
         done = super().is_done(job_id, mode=mode)
-        return done and job_id not in self._confirm
+        state = self.get_state(job_id, mode="cache").upper()
+        return done and not state.startswith(ACTIVE) and job_id not in self._confirm
 
     def update(self) -> None:
         command = self._make_command()
