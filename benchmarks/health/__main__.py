@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.health.context import build_context
 from benchmarks.health.runner import CHECK_NAMES, LEVELS, drain_reason, run_checks
-from benchmarks.health.status import NAGIOS_UNKNOWN, nagios_code
+from benchmarks.health.status import NAGIOS_CRITICAL, NAGIOS_UNKNOWN, nagios_code
 
 
 def write_json_atomic(path: Path, obj: object) -> None:
@@ -68,17 +68,30 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"pctk health: {exc}", file=sys.stderr)
         return NAGIOS_UNKNOWN
-    if args.out_dir:
-        write_json_atomic(Path(args.out_dir) / f"{ctx.node}.json", report)
     print(_text(report) if args.format == "text" else json.dumps(report),
           flush=True)
+    written = _write_report(args.out_dir, ctx.node, report)
     reason = drain_reason(report["checks"])
     if args.drain_on_fail and reason:
         r = ctx.tools.run(["scontrol", "update", f"NodeName={ctx.node}", "State=DRAIN",
                            f"Reason={reason}"], timeout=10)
         if r is None or r.rc != 0:
             print(f"pctk health: could not drain {ctx.node}", file=sys.stderr)
-    return nagios_code([r["status"] for r in report["checks"].values()])
+    code = nagios_code([r["status"] for r in report["checks"].values()])
+    return code if written or code == NAGIOS_CRITICAL else NAGIOS_UNKNOWN
+
+
+def _write_report(out_dir: str | None, node: str, report: dict) -> bool:
+    """Write ``<out_dir>/<node>.json``; False (said on stderr) when the folder refuses it:
+    the folder, not this node, is at fault, and the report is still in the job output."""
+    if not out_dir:
+        return True
+    try:
+        write_json_atomic(Path(out_dir) / f"{node}.json", report)
+    except OSError as exc:
+        print(f"pctk health: cannot write the report to {out_dir}: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 if __name__ == "__main__":

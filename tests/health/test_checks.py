@@ -181,6 +181,27 @@ def test_node_cli_writes_one_report_and_exits_with_nagios_codes(tmp_path, monkey
     assert node_main(["--node", "n1", "--checks", "bogus"]) == 3
 
 
+def test_node_cli_that_cannot_write_its_report_says_so_and_is_unknown(tmp_path, monkeypatch,
+                                                                       capsys):
+    from tests.health.faults import make_read_only, undo_read_only
+
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    mnt, out = tmp_path / "mnt", tmp_path / "out"
+    mnt.mkdir()
+    out.mkdir()
+    how = make_read_only(out)  # root ignores mode bits
+    try:
+        rc = node_main(["--node", "n1", "--mount", str(mnt), "--out-dir", str(out),
+                        "--checks", "gpu_devices,storage"])
+    finally:
+        undo_read_only(out, how)
+    captured = capsys.readouterr()
+    assert rc == 3  # the folder is at fault, not this node
+    assert captured.err.strip().startswith(f"pctk health: cannot write the report to {out}")
+    assert json.loads(captured.out)["checks"]["storage"]["status"] == "OK"  # in the job output
+    assert not list(out.iterdir())
+
+
 SINFO = """\
 gpu-st-p5-1|gpu*|idle|none|static,p5.48xlarge,p5,efa,gpu|gpu:h100:8|
 gpu-st-p5-2|gpu*|idle+drain|pctk: efa: 0 of 32 EFA devices|static,p5.48xlarge,p5,efa,gpu|gpu:h100:8|

@@ -65,7 +65,7 @@ def test_faulty_nodes_fail_and_drain_then_resume_after_the_fix(twin, capsys):
         how = make_read_only(ro_dir)
         write_tool(base / "tools" / "gpu-st-p5-4" / "bin", "fi_info", FI_INFO_WITHOUT_EFA)
 
-        rc, rec = _sweep(base, "--drain")
+        rc, rec = _sweep(base, "--drain", "--max-drain", "3")
         assert rc == 2, capsys.readouterr().out
         assert rec["kind"] == "health" and rec["verdict"]["status"] == "FAIL"
         assert failing(rec) == {"gpu-st-p5-1": set(), "gpu-st-p5-2": {"gpu_devices"},

@@ -26,7 +26,12 @@ def run_command(
     nodes: str | None = typer.Option(None, "--nodes", "-w", help="Slurm host list."),
     partition: str | None = typer.Option(None, "--partition", "-p"),
     level: str = typer.Option("quick", "--level", help="quick (seconds) or full (NCCL, DCGM)."),
-    drain: bool = typer.Option(False, "--drain", help="Drain nodes that fail a check."),
+    drain: bool = typer.Option(
+        False, "--drain", help="Drain nodes that fail a check (their own evidence only: a "
+        "node that wrote no report is UNKNOWN, not drained)."),
+    max_drain: int | None = typer.Option(
+        None, "--max-drain", min=0, help="With --drain: if more nodes fail than this, drain "
+        "none and say why. Default: 10% of the swept partitions' nodes, at least 1."),
     resume_healthy: bool = typer.Option(
         False, "--resume-healthy", help="Re-check nodes pctk drained; resume those that pass."),
     mount: list[str] = typer.Option(
@@ -39,6 +44,8 @@ def run_command(
     workdir: Path | None = typer.Option(
         None, "--workdir", help="Shared folder for the nodes' reports."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job."),
+    python: str | None = typer.Option(
+        None, "--python", help="Python interpreter on the nodes (default: this one's path)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON."),
     out: Path | None = typer.Option(None, "--out", help="Also write the record here."),
 ) -> None:
@@ -52,8 +59,10 @@ def run_command(
         resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
         tool_path=list(tool_path or []),
         checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
-        dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout,
+        dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
     )
+    if python:
+        opts.python = python
     with err.status("health sweep") as status:
         opts.progress = lambda msg: status.update(f"health sweep: {msg}")
         result = run_sweep(opts)

@@ -16,7 +16,9 @@ from rich.text import Text
 from benchmarks.record import new_record, write_record
 from toolkit.health.sweep import SweepResult
 
-STYLE = {"OK": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
+STYLE = {"OK": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim",
+         "UNKNOWN": "magenta"}
+SHOWN = ("FAIL", "WARN", "UNKNOWN")  # statuses whose messages are listed below the table
 # record "software" keys <- node-side "software" check keys
 SOFTWARE_KEYS = {"libfabric": "libfabric", "efa": "efa_installer", "nccl": "nccl",
                  "aws_ofi_nccl": "aws_ofi_nccl", "driver": "driver", "cuda": "cuda"}
@@ -35,8 +37,9 @@ def reasons(result: SweepResult) -> list[str]:
     out = []
     for node, checks in result.nodes.items():
         for name, c in checks.items():
-            if c["status"] in ("FAIL", "WARN"):
+            if c["status"] in SHOWN:
                 out.append(f"{node}: {name} {c['status']}: {c['message']}")
+    out += result.notes
     out += [f"{n}: drained: {r}" for n, r in result.drained.items()]
     out += [f"{n}: resumed" for n in result.resumed]
     return out
@@ -49,7 +52,8 @@ def to_record(result: SweepResult) -> dict[str, Any]:
         params={"level": result.level, "nodes": sorted(result.nodes),
                 "partition": result.partition, "run_id": result.run_id,
                 "drained": result.drained, "resumed": result.resumed,
-                "unchecked": result.unchecked, "elapsed_s": result.elapsed_s},
+                "unchecked": result.unchecked, "notes": result.notes,
+                "max_drain": result.max_drain, "elapsed_s": result.elapsed_s},
         metrics={"nodes": result.nodes},
         status=result.verdict,
         reasons=reasons(result),
@@ -101,11 +105,13 @@ def print_report(result: SweepResult, console: Console | None = None) -> None:
         con.print(f"[dim]skipped on every node: {', '.join(all_skip)}[/]", highlight=False)
     for node, row in result.nodes.items():
         for name, c in row.items():
-            if c["status"] in ("FAIL", "WARN"):
+            if c["status"] in SHOWN:
                 style = STYLE[c["status"]]
                 con.print(f"[{style}]{c['status']}[/] {node} {name}: {c['message']}"
                           + (f"  [dim]fix: {c['remedy']}[/]" if c.get("remedy") else ""),
                           highlight=False)
+    for note in result.notes:
+        con.print(f"[bold]note:[/] {note}", highlight=False)
     for node, reason in result.drained.items():
         con.print(f"drained {node}: {reason}", highlight=False)
     for node in result.resumed:

@@ -5,10 +5,19 @@ job: they are reported on the ``node`` check with Slurm's reason, so one dead no
 hang the sweep. Nodes drained by someone else are left alone. With ``resume_healthy``,
 nodes pctk drained earlier are resumed into a maintenance reservation (so no one else's
 job lands there), checked, and either left in service or drained again.
+
+Only a node's own evidence drains it: a failed check in its report, or Slurm saying it is
+down. A node that wrote no report (the job failed before the checks ran: a wrong
+interpreter path, a folder the nodes cannot write; or it still ran at the timeout) is
+UNKNOWN, never drained for that. A storage check that fails on every node at once points at
+the storage, so no node is drained for it. And a sweep that would drain more than
+``max_drain`` nodes drains none: a fault that wide is more likely on the driver's side,
+in the network or in shared storage than in that many nodes.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import uuid
@@ -29,6 +38,8 @@ from toolkit.paths import state_home
 
 REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
 SWEEP_SCRIPT = REPO_ROOT / "sbatch" / "health-sweep.sbatch"
+UNKNOWN = "UNKNOWN"  # the node check of a node that wrote no report: no evidence either way
+MAX_DRAIN_FRACTION = 0.10  # default --max-drain: this share of the partition, at least 1
 ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED")
 DEFAULT_TIMEOUT_S = {"quick": 300.0, "full": 3600.0}
 
@@ -48,6 +59,7 @@ class SweepOptions:
     workdir: Path | None = None  # must be shared with the nodes (home or /fsx on a cluster)
     timeout_s: float | None = None
     python: str = sys.executable
+    max_drain: int | None = None  # None: max(1, 10% of the swept partitions' nodes)
     progress: Callable[[str], None] = lambda _msg: None
 
 
@@ -74,6 +86,8 @@ class SweepResult:
     drained: dict[str, str] = field(default_factory=dict)
     resumed: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # sweep-wide findings, said once
+    max_drain: int | None = None
     elapsed_s: float = 0.0
 
     def statuses(self) -> list[str]:
@@ -191,17 +205,58 @@ def _read_report(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("checks"), dict) else None
 
 
-def _missing_report(g: Group, states: dict[str, tuple[str, str]], timeout: float
-                    ) -> tuple[CheckResult, bool]:
-    """The ``node`` check for a node that wrote no report; True when it was never checked."""
+def default_max_drain(partition_size: int) -> int:
+    """The --max-drain default: 10% of the partition (rounded down), at least 1."""
+    return max(1, math.floor(partition_size * MAX_DRAIN_FRACTION))
+
+
+def _partition_size(nodes: dict[str, SlurmNode], selected: list[SlurmNode],
+                    partition: str | None) -> int:
+    parts = {partition} if partition else {p for n in selected for p in n.partitions}
+    return sum(1 for n in nodes.values() if parts & set(n.partitions))
+
+
+def _missing_report(g: Group, states: dict[str, tuple[str, str]], timeout: float,
+                    run_dir: Path, now: SlurmNode | None) -> CheckResult:
+    """The ``node`` check of a node that wrote no report.
+
+    Only Slurm saying the node is down now is evidence against it; a job that failed or
+    still ran is not (the cause is as often on the driver's side or in shared storage).
+    """
+    if now is not None and not now.responsive:
+        return node_state_check(now)
     state, reason = states.get(g.job_id or "", ("UNKNOWN", ""))
+    value = {"job": g.job_id, "job_state": state}
     if state == "PENDING":
-        return CheckResult(SKIP, {"job": g.job_id, "job_state": state}, "report",
+        return CheckResult(SKIP, value, "report",
                            f"not checked: job {g.job_id} did not run within {timeout:g}s "
-                           f"({reason or state}); nodes busy?"), True
-    return CheckResult(FAIL, {"job": g.job_id, "job_state": state}, "report",
-                       f"no report from the node (job {g.job_id} {state})",
-                       "the job step did not run there: check slurmd and the job output"), False
+                           f"({reason or state}); nodes busy?")
+    log = run_dir / f"job-{g.job_id}.out"
+    if state in ACTIVE_STATES:
+        return CheckResult(UNKNOWN, value, "report",
+                           f"no report: job {g.job_id} still {state} at the {timeout:g}s "
+                           "timeout; not evidence against the node",
+                           f"raise --timeout; see {log}")
+    return CheckResult(UNKNOWN, value, "report",
+                       f"no report: job {g.job_id} {state} before the node wrote one; not "
+                       "evidence against the node",
+                       f"see {log}: the interpreter path (--python), a --workdir the nodes "
+                       "can write, shared storage")
+
+
+def _nodes_now() -> dict[str, SlurmNode]:
+    try:
+        return read_nodes()
+    except PctkError:
+        return {}  # no evidence against any node, then
+
+
+def _storage_wide(nodes: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Nodes whose storage check failed, when it failed on every node that ran it (>= 2)."""
+    ran = [n for n, checks in nodes.items()
+           if checks.get("storage", {}).get("status") not in (None, SKIP)]
+    failed = [n for n in ran if nodes[n]["storage"]["status"] == FAIL]
+    return failed if len(ran) >= 2 and failed == ran else []
 
 
 def run_sweep(opts: SweepOptions) -> SweepResult:
@@ -215,7 +270,11 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
         raise PctkError(f"{SWEEP_SCRIPT} not found", "run pctk from its source checkout")
     start = time.monotonic()
     timeout = opts.timeout_s or DEFAULT_TIMEOUT_S[opts.level]
-    selected = select_nodes(read_nodes(), opts.nodes, opts.partition)
+    all_nodes = read_nodes()
+    selected = select_nodes(all_nodes, opts.nodes, opts.partition)
+    max_drain = opts.max_drain
+    if max_drain is None:
+        max_drain = default_max_drain(_partition_size(all_nodes, selected, opts.partition))
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     run_dir = (opts.workdir or state_home() / "health") / run_id
     (run_dir / "nodes").mkdir(parents=True)
@@ -270,8 +329,10 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
             slurmops.cancel(g.job_id)  # timed out: stop what still waits or hangs
 
     result = SweepResult(run_id, run_dir, opts.level, opts.partition, {}, itypes,
-                         [g.job_id for g in groups if g.job_id])
+                         [g.job_id for g in groups if g.job_id], max_drain=max_drain)
     checked_in = {name: g for g in groups for name in g.nodes}
+    # Slurm's view now, for nodes that wrote no report: a node that went down is evidence
+    now = _nodes_now() if set(checked_in) - reported else {}
     for n in selected:
         checks: dict[str, dict[str, Any]] = {}
         node_check = node_checks[n.name]
@@ -279,13 +340,14 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
         if group is not None:
             report = _read_report(run_dir / "nodes" / f"{n.name}.json")
             if report is None:
-                node_check, never_ran = _missing_report(group, states, timeout)
-                if never_ran:
+                node_check = _missing_report(group, states, timeout, run_dir, now.get(n.name))
+                if node_check.status != FAIL:
                     result.unchecked.append(n.name)
             else:
                 checks = {k: report["checks"][k] for k in CHECK_NAMES if k in report["checks"]}
                 result.instance_types[n.name] = report.get("instance_type") or itypes[n.name]
         result.nodes[n.name] = {"node": node_check.to_json(), **checks}
+    _note_no_reports(result, groups)
 
     try:
         _act(result, selected, old_reasons, opts.drain)
@@ -296,18 +358,57 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
     return result
 
 
+def _note_no_reports(result: SweepResult, groups: list[Group]) -> None:
+    for g in groups:
+        unknown = [n for n in g.nodes if result.nodes[n]["node"]["status"] == UNKNOWN]
+        if len(unknown) == len(g.nodes) > 1:
+            result.notes.append(
+                f"no node of job {g.job_id} wrote a report: a fault on the driver's side (the "
+                "interpreter path, the --workdir, shared storage, --timeout), not in the "
+                f"nodes; see {result.run_dir / f'job-{g.job_id}.out'}")
+
+
+def _drain_reasons(result: SweepResult) -> dict[str, str]:
+    """node -> drain reason, from the node's own evidence only."""
+    storage_wide = set(_storage_wide(result.nodes))
+    if storage_wide:
+        result.notes.append(
+            f"storage fails on every node checked ({len(storage_wide)}): the shared storage, "
+            "not the nodes; no node drained for it")
+    reasons = {}
+    for node, checks in result.nodes.items():
+        own = {k: v for k, v in checks.items() if not (k == "storage" and node in storage_wide)}
+        reason = drain_reason(own)
+        if reason:
+            reasons[node] = reason
+    return reasons
+
+
 def _act(result: SweepResult, selected: list[SlurmNode], old_reasons: dict[str, str],
          drain: bool) -> None:
-    """Drain failing nodes (with --drain); re-drain or keep resumed the re-checked ones."""
+    """Drain failing nodes (with --drain, up to max_drain); re-drain or keep resumed the
+    re-checked ones."""
+    reasons = _drain_reasons(result)
+    to_drain: dict[str, str] = {}
     for n in selected:
-        reason = drain_reason(result.nodes[n.name])
+        reason = reasons.get(n.name)
         if n.name in old_reasons:
             if reason or n.name in result.unchecked:
                 reason = reason or old_reasons[n.name]
-                slurmops.drain(n.name, reason)
+                slurmops.drain(n.name, reason)  # back to how it was: not a new drain
                 result.drained[n.name] = reason
             else:
                 result.resumed.append(n.name)
         elif drain and reason and not n.drained:
-            slurmops.drain(n.name, reason)
-            result.drained[n.name] = reason
+            to_drain[n.name] = reason
+    cap = len(to_drain) if result.max_drain is None else result.max_drain
+    if len(to_drain) > cap:
+        result.notes.append(
+            f"{len(to_drain)} nodes would be drained, more than --max-drain {cap}: drained "
+            "none. A fault this wide is more likely the driver, the network or shared storage "
+            "than the nodes; check, then drain by hand or rerun with "
+            f"--max-drain {len(to_drain)}")
+        return
+    for name, reason in to_drain.items():
+        slurmops.drain(name, reason)
+        result.drained[name] = reason

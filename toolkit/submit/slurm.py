@@ -1,8 +1,8 @@
 """Two Slurm calls every launcher needs: submit a batch script, and ask a job's state.
 
-``job_state`` makes one call per question and works with or without accounting: ``sacct``
-when it answers on this cluster, else ``squeue --states=all`` (which still knows jobs that
-ended within ``MinJobAge``).
+``job_state`` works with or without accounting: ``sacct`` when it answers on this cluster,
+else ``squeue --states=all`` (which still knows jobs that ended within ``MinJobAge``); a
+second call only when sacct just failed or shows a state that a requeue may undo.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from toolkit.errors import PctkError
-from toolkit.submit.watcher import GONE, accounting_available
+from toolkit.submit.watcher import ACTIVE, GONE, MAY_REQUEUE, accounting_available, note_sacct
 
 # states in which a job has ended (a requeued job shows REQUEUED or PENDING instead)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
@@ -42,19 +42,39 @@ def sbatch(args: list[str], *, env: dict[str, str] | None = None,
     return job_id
 
 
-def job_state(job_id: str) -> str | None:
-    """The job's state (``PENDING``, ``COMPLETED``, ``CANCELLED``...), or None if Slurm does
-    not know it (not yet in the accounting database, or purged from the controller)."""
-    if accounting_available():
-        argv = ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"]
-    else:
-        argv = ["squeue", "--states=all", "-h", "-j", job_id, "-o", "%T"]
+def _ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+def _last_state(r: subprocess.CompletedProcess[str] | None) -> str | None:
+    if r is None or r.returncode != 0:
+        return None
     states = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
-    return states[-1] if r.returncode == 0 and states else None
+    return states[-1] if states else None
+
+
+def job_state(job_id: str) -> str | None:
+    """The job's state (``PENDING``, ``COMPLETED``, ``CANCELLED``...), or None if Slurm does
+    not know it (not yet in the accounting database, or purged from the controller).
+
+    sacct when accounting answers; if that call fails (slurmdbd down), squeue at once. A
+    sacct state after which Slurm may requeue the job (``NODE_FAIL``...) is checked with the
+    controller, which shows a requeued job ``PENDING`` again.
+    """
+    squeue = ["squeue", "--states=all", "-h", "-j", job_id, "-o", "%T"]
+    if accounting_available():
+        r = _ask(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"])
+        note_sacct(None, r is not None and r.returncode == 0, r.stderr if r else "")
+        if r is not None and r.returncode == 0:
+            state = _last_state(r)
+            if not (state and state.startswith(MAY_REQUEUE)):
+                return state
+            now = _last_state(_ask(squeue))
+            return now if now and now.startswith(ACTIVE) else state
+    return _last_state(_ask(squeue))
 
 
 def wait_job(job_id: str, *, timeout: float | None, poll: float = 2.0,

@@ -1,4 +1,7 @@
-"""Wait for many jobs with a progress bar: one sacct/squeue call per poll, Ctrl-C safe."""
+"""Wait for many jobs with a progress bar: one sacct/squeue call per poll, Ctrl-C safe.
+
+A job Slurm requeues (node failure, preemption) is followed to its real end, and said so.
+"""
 
 from __future__ import annotations
 
@@ -36,8 +39,15 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
                       TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
                       console=console, disable=not show, transient=False) as bar:
             task = bar.add_task("jobs", total=len(ids), states="")
+            told: set[str] = set()
             while True:
                 watcher.update()
+                for job_id in sorted(set(watcher.requeued) - told):
+                    told.add(job_id)
+                    after = watcher.requeued[job_id]
+                    why = "" if after == "REQUEUED" else f" after {after}"
+                    console.print(f"job {job_id} was requeued by Slurm{why}; waiting for its "
+                                  "new run", highlight=False)
                 states = {i: watcher.get_state(i, mode="cache") for i in ids}
                 done = [i for i in ids if watcher.is_done(i, mode="cache")]
                 counts = Counter(s.split()[0] for s in states.values())
