@@ -35,3 +35,19 @@ def twin() -> Iterator[TwinHandle]:
     finally:
         mp.undo()
         t.down(purge=True)
+
+
+@pytest.fixture(autouse=True)
+def _session_twin_env(request: pytest.FixtureRequest,
+                      monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that asks for the session twin sees that twin's environment.
+
+    Modules with a twin of their own export its SLURM_CONF for the module and restore the
+    previous environment afterwards; when the session twin was first started inside such a
+    module, that restore wiped the session twin's variables for every later test.
+    """
+    if "twin" in request.fixturenames:
+        handle: TwinHandle = request.getfixturevalue("twin")
+        for k, v in handle.twin.env().items():
+            monkeypatch.setenv(k, v)
+    yield
