@@ -25,7 +25,7 @@ from toolkit.fsutil import atomic_write_json
 from toolkit.health import slurmops
 from toolkit.health.expect import build_expectations
 from toolkit.health.inventory import HealthInputError, SlurmNode, read_nodes, select_nodes
-from toolkit.paths import state_home
+from toolkit.paths import health_dir
 
 REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
 SWEEP_SCRIPT = REPO_ROOT / "sbatch" / "health-sweep.sbatch"
@@ -217,7 +217,7 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
     timeout = opts.timeout_s or DEFAULT_TIMEOUT_S[opts.level]
     selected = select_nodes(read_nodes(), opts.nodes, opts.partition)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    run_dir = (opts.workdir or state_home() / "health") / run_id
+    run_dir = (opts.workdir or health_dir()) / run_id
     (run_dir / "nodes").mkdir(parents=True)
 
     node_checks: dict[str, CheckResult] = {}
