@@ -317,6 +317,7 @@ def collectives(
 
     console = _console(as_json)
     log: Path | None = None
+    run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
     if from_record:
         rec_path = from_record
     else:
@@ -324,8 +325,7 @@ def collectives(
             parse_bytes(min_bytes), parse_bytes(max_bytes)
         except ValueError as exc:
             raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
-        out_dir = (pick_alias(run_dir, old_out, "--run-dir", "--out")
-                   or new_run_dir("collectives")).resolve()
+        out_dir = (run_dir or new_run_dir("collectives")).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
         job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
                        gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
