@@ -39,7 +39,7 @@ def run_command(
     checks: str | None = typer.Option(None, "--checks", help="Comma list of checks to run."),
     dcgm_level: int = typer.Option(1, "--dcgm-level", min=1, max=3),
     workdir: Path | None = typer.Option(
-        None, "--workdir", help="Shared folder for the nodes' reports."),
+        None, "--workdir", help="Shared folder for the run folders [$PCTK_HOME/health]."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the record here."),

@@ -167,15 +167,15 @@ def run(
         cmd = build_command(spec, find_binary(name, nccl_tests_dir))
         log = out_dir / f"{name}.log"
         rows = 0
-
-        def progress(line: str, _name: str = name) -> None:
-            nonlocal rows
-            if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
-                rows += 1
-                console.print(f"  {_name}: {rows} sizes done", end="\r")
         console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
-        outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout, on_line=progress)
-        console.print("")
+        with ProgressLines(f"bench nccl run {name}") as bar:
+            def progress(line: str, _bar: ProgressLines = bar) -> None:
+                nonlocal rows
+                if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
+                    rows += 1
+                    _bar.update(f"{rows} sizes done")
+            outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout,
+                                 on_line=progress)
         try:
             found = parse_nccl_output(log.read_text(errors="replace"), collective=name,
                                       source=str(log))
