@@ -15,12 +15,15 @@ import typer
 from rich.console import Console
 from rich.rule import Rule
 
+from toolkit.cliopts import pick_alias
 from toolkit.errors import PctkError
 
 
 def demo_command(
-    out: Path = typer.Option(Path("out/demo"), "--out", "-o",
-                             help="Folder for records, logs and the report."),
+    run_dir: Path = typer.Option(None, "--run-dir",
+                                 help="Folder for records, logs and the report [out/demo]."),
+    old_out: Path = typer.Option(None, "--out", "-o", hidden=True,
+                                 help="Deprecated: --run-dir."),
     config: str = typer.Option("p5-training", "--config", "-c",
                                help="Cluster config or preset for the twin."),
     nodes: int = typer.Option(4, "--nodes", "-n", min=1,
@@ -31,7 +34,7 @@ def demo_command(
     from toolkit.cli import main as pctk
 
     console = Console()
-    out = out.absolute()
+    out = (pick_alias(run_dir, old_out, "--run-dir", "--out") or Path("out/demo")).absolute()
     out.mkdir(parents=True, exist_ok=True)
     (out / "fsx").mkdir(exist_ok=True)  # stands in for the shared /fsx of a real cluster
     db_args = ["--db", str(db)] if db else []

@@ -257,7 +257,8 @@ def fsdp_command(
     job_id = submit(script)
     if not wait_:
         _emit(as_json, {"job_id": job_id, "run_dir": str(job.run_dir)},
-              f"submitted job {job_id}; record will be {job.record_path}")
+              f"submitted job {job_id}; record will be {job.record_path} (not waiting, "
+              f"so store it yourself: pctk results add {job.record_path})")
         return
     state = wait(job_id, timeout, quiet=as_json)
     log = job.run_dir / f"slurm-{job_id}.out"
