@@ -124,3 +124,20 @@ def test_submit_wait_prints_progress_lines_when_not_on_a_terminal(twin: Any,
     assert lines and lines[-1].split(" waiting: ")[1].startswith("1/1 jobs done: completed=1")
     assert not (tmp_path / "home" / ".local").exists()
     assert list((tmp_path / "state" / "jobs").iterdir())  # job scripts under PCTK_HOME
+
+
+def test_health_run_dir_names_the_run_folder(twin: Any, tmp_path: Path) -> None:
+    env = _env(twin, tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    run_dir = tmp_path / "hrun"
+    res = _pctk(env, "health", "run", "--partition", "cpu", "--mount", str(mnt), "--run-dir",
+                str(run_dir), "--json", timeout=200)
+    assert res.returncode == 0, res.stderr
+    rec = read_record(run_dir / "record.json")
+    assert rec["id"] == json.loads(res.stdout)["id"]
+    assert [r["id"] for r in _listed(env)] == [rec["id"]]
+    assert not (tmp_path / "state" / "health").exists()
+    again = _pctk(env, "health", "run", "--partition", "cpu", "--run-dir", str(run_dir))
+    assert again.returncode == 3
+    assert again.stderr.startswith("pctk: error: run folder ") and "not empty" in again.stderr

@@ -40,6 +40,9 @@ def run_command(
     dcgm_level: int = typer.Option(1, "--dcgm-level", min=1, max=3),
     workdir: Path | None = typer.Option(
         None, "--workdir", help="Shared folder for the run folders [$PCTK_HOME/health]."),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="This run's folder, new or empty, shared with the nodes "
+        "[WORKDIR/TIME-ID]."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the record here."),
@@ -56,6 +59,7 @@ def run_command(
         tool_path=list(tool_path or []),
         checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
         dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout,
+        run_dir=run_dir.absolute() if run_dir else None,
     )
     with ProgressLines("health sweep") as progress:
         opts.progress = progress.update

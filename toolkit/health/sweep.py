@@ -46,6 +46,7 @@ class SweepOptions:
     dcgm_level: int = 1
     thresholds: dict[str, Any] | None = None
     workdir: Path | None = None  # must be shared with the nodes (home or /fsx on a cluster)
+    run_dir: Path | None = None  # this run's own folder (new or empty); default workdir/run_id
     timeout_s: float | None = None
     python: str = sys.executable
     progress: Callable[[str], None] = lambda _msg: None
@@ -217,8 +218,11 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
     timeout = opts.timeout_s or DEFAULT_TIMEOUT_S[opts.level]
     selected = select_nodes(read_nodes(), opts.nodes, opts.partition)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    run_dir = (opts.workdir or health_dir()) / run_id
-    (run_dir / "nodes").mkdir(parents=True)
+    run_dir = opts.run_dir or (opts.workdir or health_dir()) / run_id
+    if opts.run_dir is not None and run_dir.is_dir() and any(run_dir.iterdir()):
+        raise HealthInputError(f"run folder {run_dir} is not empty",
+                               "give a new --run-dir, so old node reports cannot mix in")
+    (run_dir / "nodes").mkdir(parents=True, exist_ok=opts.run_dir is not None)
 
     node_checks: dict[str, CheckResult] = {}
     to_check: list[SlurmNode] = []
