@@ -65,7 +65,7 @@ lint: venv
 	shellcheck sbatch/*
 
 demo: deps venv
-	$(PCTK) demo --out $(DEMO_DIR)
+	$(PCTK) demo --run-dir $(DEMO_DIR)
 
 twin-up: deps venv
 	$(PCTK) local up

@@ -16,6 +16,17 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_state_home() -> Iterator[Path]:
+    """Benchmarks store their results as they finish: keep that out of the user's own state."""
+    home = Path(tempfile.mkdtemp(prefix="pctk-home-", dir="/tmp"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PCTK_HOME", str(home))
+    mp.delenv("PCTK_RESULTS_DB", raising=False)
+    yield home
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def twin() -> Iterator[TwinHandle]:
     """The p5-training preset as a running twin (gpu: gpu-st-p5-[1-4], cpu: cpu-dy-c5-[1-4]).

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.rule import Rule
 
+from toolkit.cliopts import pick_alias
 from toolkit.errors import PctkError
 
 
@@ -32,8 +33,10 @@ def run_step(console: Console, title: str, argv: list[str], ok: tuple[int, ...] 
 
 
 def demo_command(
-    out: Path = typer.Option(Path("out/demo"), "--out", "-o",
-                             help="Folder for records, logs and the report."),
+    run_dir: Path = typer.Option(None, "--run-dir",
+                                 help="Folder for records, logs and the report [out/demo]."),
+    old_out: Path = typer.Option(None, "--out", "-o", hidden=True,
+                                 help="Deprecated: --run-dir."),
     config: str = typer.Option("p5-training", "--config", "-c",
                                help="Cluster config or preset for the twin."),
     nodes: int = typer.Option(4, "--nodes", "-n", min=1,
@@ -42,7 +45,7 @@ def demo_command(
 ) -> None:
     """Start the twin, check node health, sweep collectives, train FSDP, store and report."""
     console = Console()
-    out = out.absolute()
+    out = (pick_alias(run_dir, old_out, "--run-dir", "--out") or Path("out/demo")).absolute()
     out.mkdir(parents=True, exist_ok=True)
     (out / "fsx").mkdir(exist_ok=True)  # stands in for the shared /fsx of a real cluster
     db_args = ["--db", str(db)] if db else []
@@ -62,19 +65,19 @@ def demo_command(
     step("2. Health sweep of the GPU queue", [
         "health", "run", "--partition", "gpu", "--level", "quick",
         "--mount", str(out / "fsx"), "--workdir", str(out / "health"),
-        "--out", str(out / "health" / "record.json")], ok=(0, 1))
+        "--out", str(out / "health" / "record.json"), *db_args], ok=(0, 1))
     step(f"3. torch.distributed collectives across {workers} nodes (gloo on CPU)", [
         "bench", "collectives", "--nodes", workers, "--partition", "cpu",
-        "--max-bytes", "4M", "--iters", "10", "--warmup", "3", "--out", str(out / "collectives")],
+        "--max-bytes", "4M", "--iters", "10", "--warmup", "3",
+        "--run-dir", str(out / "collectives"), *db_args],
         ok=(0, 1))
     step(f"4. FSDP2 training, tiny Llama, {workers} ranks on {workers} nodes", [
         "bench", "fsdp", "--nodes", workers, "--model", "tiny", "--steps", "20",
         "--partition", "cpu", "--tasks-per-node", "1", "--gpus-per-node", "0",
         "--ckpt-every", "10",
-        "--run-dir", str(out / "fsdp")])
-    records = [p for p in (out / "health" / "record.json", out / "collectives" / "record.json",
-                           out / "fsdp" / "record.json") if p.exists()]
-    step("5. Store the results", ["results", "add", *map(str, records), *db_args])
+        "--run-dir", str(out / "fsdp"), *db_args])
+    # each run stored its record as it finished: no `results add` needed
+    step("5. The stored results", ["results", "list", *db_args])
     report = out / "report.html"
     step("6. Write the report", ["report", "--out", str(report), *db_args], ok=(0, 1))
     console.print(Rule())

@@ -1,4 +1,9 @@
-"""Where pctk keeps things: presets shipped with the package, per-user state."""
+"""Where pctk keeps things: presets shipped with the package, per-user state.
+
+Every path pctk writes by default is computed here, under one state root:
+``$PCTK_HOME`` (else ``$XDG_STATE_HOME/pctk``, else ``~/.local/state/pctk``). A specific
+variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RESULTS_DB``.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,23 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in presets_dir().glob("*.yaml"))
 
 
+def config_or_preset(ref: str | os.PathLike[str]) -> Path:
+    """A cluster config given as a file path or a preset name (``p5-training``).
+
+    An existing file wins; otherwise a preset of that name; otherwise the path unchanged,
+    so the caller reports the missing file in its own words.
+    """
+    path = Path(ref)
+    if path.exists():
+        return path
+    name = str(ref)
+    if name and "/" not in name:
+        preset = preset_path(name)
+        if preset.is_file():
+            return preset
+    return path
+
+
 def state_home() -> Path:
     """Per-user state root: ``$PCTK_HOME``, ``$XDG_STATE_HOME/pctk`` or ~/.local/state/pctk."""
     if env := os.environ.get("PCTK_HOME"):
@@ -40,3 +62,35 @@ def twin_dir() -> Path:
     if env := os.environ.get("PCTK_TWIN_DIR"):
         return Path(env)
     return state_home() / "twin"
+
+
+def jobs_dir() -> Path:
+    """Job scripts and logs of ``pctk submit``: ``$PCTK_JOBS_DIR`` or ``<state home>/jobs``."""
+    if env := os.environ.get("PCTK_JOBS_DIR"):
+        return Path(env)
+    return state_home() / "jobs"
+
+
+def results_db() -> Path:
+    """The results database: ``$PCTK_RESULTS_DB`` or ``<state home>/results.db``."""
+    if env := os.environ.get("PCTK_RESULTS_DB"):
+        return Path(env)
+    return state_home() / "results.db"
+
+
+def health_dir() -> Path:
+    """Parent of ``pctk health run``'s run folders: ``<state home>/health``."""
+    return state_home() / "health"
+
+
+def runs_dir() -> Path:
+    """Parent of the benchmarks' default run folders: ``<state home>/runs``."""
+    return state_home() / "runs"
+
+
+def new_run_dir(kind: str) -> Path:
+    """A fresh run folder name for one benchmark run: ``<runs>/<kind>-<UTC stamp>``."""
+    import datetime as dt
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return runs_dir() / f"{kind}-{stamp}"

@@ -8,11 +8,9 @@ the result record the job's rank 0 wrote and prints a summary. The submission la
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shlex
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,8 +18,11 @@ from typing import Annotated, Any
 import typer
 
 from benchmarks.fsdp.config import PRESETS
+from toolkit.cliopts import DbOption, StoreOption
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.paths import new_run_dir
+from toolkit.progress import ProgressLines
 from toolkit.submit import slurm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,14 +137,10 @@ def submit(script: Path) -> str:
 
 
 def wait(job_id: str, timeout: float | None, poll: float = 5.0, quiet: bool = False) -> str:
-    from rich.console import Console
-
-    console = Console(stderr=True, quiet=quiet)
-    start = time.monotonic()
-    with console.status(f"job {job_id}: submitted") as status:
+    with ProgressLines("bench fsdp", quiet=quiet) as progress:
+        progress.update(f"job {job_id}: submitted")
         return slurm.wait_job(job_id, timeout=timeout, poll=poll, on_state=lambda state:
-                              status.update(f"job {job_id}: {state} "
-                                            f"({time.monotonic() - start:.0f}s)"))
+                              progress.update(f"job {job_id}: {state}"))
 
 
 def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -196,8 +193,8 @@ def print_summary(rec: dict[str, Any]) -> None:
 
 
 def default_run_dir(model: str) -> Path:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Path.cwd() / "pctk-runs" / f"fsdp-{model}-{stamp}"
+    """``<state home>/runs/fsdp-<model>-<stamp>``: shared with the nodes on ParallelCluster."""
+    return new_run_dir(f"fsdp-{model}")
 
 
 def fsdp_command(
@@ -221,11 +218,14 @@ def fsdp_command(
     peak_tflops: float | None = typer.Option(None, help="Dense bf16 peak per GPU."),
     time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
     run_dir: Annotated[Path | None, typer.Option(
-        help="Shared folder for script, logs, checkpoints, record.")] = None,
+        help="Shared folder for script, logs, checkpoints, record "
+        "[<state home>/runs/fsdp-MODEL-TIME].")] = None,
     wait_: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the job and report."),
     timeout: float | None = typer.Option(None, help="Give up waiting after this many seconds."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the batch script only."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
 ) -> None:
     """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm."""
     model = model.lower()
@@ -260,15 +260,22 @@ def fsdp_command(
     job_id = submit(script)
     if not wait_:
         _emit(as_json, {"job_id": job_id, "run_dir": str(job.run_dir)},
-              f"submitted job {job_id}; record will be {job.record_path}")
+              f"submitted job {job_id}; record will be {job.record_path} (not waiting, "
+              f"so store it yourself: pctk results add {job.record_path})")
         return
     state = wait(job_id, timeout, quiet=as_json)
     log = job.run_dir / f"slurm-{job_id}.out"
     if not job.record_path.exists():
         raise PctkError(f"job {job_id} ended {state} without a result record", log=str(log))
-    from benchmarks.record import read_record
+    from benchmarks.record import read_record, write_record
+    from toolkit.results.ingest import store_finished_run
 
     rec = read_record(job.record_path)
+    if log.is_file() and log.name not in rec["raw_logs"]:
+        rec["raw_logs"] = [*rec["raw_logs"], log.name]  # kept with the record when stored
+        write_record(job.record_path, rec)
+    if store:
+        store_finished_run(job.record_path, db)
     if as_json:
         typer.echo(json.dumps(rec, indent=2, sort_keys=True))
     else:

@@ -9,13 +9,20 @@ from typing import Annotated, Any
 
 import typer
 
+from toolkit.cliopts import pick_alias
 from toolkit.errors import PctkError
+from toolkit.paths import config_or_preset
 
 app = typer.Typer(help="Generate, check, upgrade, show and compare ParallelCluster v3 configs.",
                   no_args_is_help=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-OutputPath = Annotated[Path | None, typer.Option("-o", "--output", help="Write here (atomic).")]
+OutputPath = Annotated[Path | None, typer.Option("-o", "--out", help="Write here (atomic).")]
+OldOutputPath = Annotated[Path | None, typer.Option("--output", hidden=True,
+                                                    help="Deprecated: -o/--out.")]
+# every FILE argument below is a path or a preset name (`pctk config show p5-training`)
+ConfigRef = Annotated[Path, typer.Argument(help="Config file or preset name.", readable=False,
+                                           parser=config_or_preset)]
 VarList = Annotated[
     list[str] | None, typer.Option("--var", help="Fill ${NAME} with VALUE: --var NAME=VALUE.")
 ]
@@ -42,6 +49,7 @@ def new(
     spec: Annotated[Path, typer.Option("--spec", help="Spec YAML (see cluster-configs/specs).",
                                        readable=False)],
     output: OutputPath = None,
+    old_output: OldOutputPath = None,
     var: VarList = None,
     allow_unknown_types: Annotated[bool, typer.Option(
         "--allow-unknown-types",
@@ -63,6 +71,7 @@ def new(
     from toolkit.config.spec import load_spec
     from toolkit.fsutil import atomic_write_text
 
+    output = pick_alias(output, old_output, "--out", "--output")
     text = render_cluster_config(load_spec(spec, allow_unknown_types), str(spec))
     target = str(output) if output is not None else "<rendered>"
     report = check_text(text, target, parse_var_assignments(var or []))
@@ -158,7 +167,8 @@ def check(
     # readable=False here and below: an unreadable file is pctk's one-line error (exit 2) naming
     # the file, not typer's usage error
     files: Annotated[list[Path],
-                     typer.Argument(help="ParallelCluster YAML files.", readable=False)],
+                     typer.Argument(help="ParallelCluster YAML files or preset names.",
+                                    readable=False, parser=config_or_preset)],
     var: VarList = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -187,6 +197,7 @@ def upgrade(
     file: Annotated[Path, typer.Argument(help="Config written for an older ParallelCluster.",
                                          readable=False)],
     output: OutputPath = None,
+    old_output: OldOutputPath = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite FILE itself.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -197,6 +208,7 @@ def upgrade(
     from toolkit.config.yamlio import read_text
     from toolkit.fsutil import atomic_write_text
 
+    output = pick_alias(output, old_output, "--out", "--output")
     if (output is None) == (not in_place):
         raise PctkError("say where to write", "pass -o OUT or --in-place (not both)")
     text, changes = apply_upgrade(read_text(file), str(file))
@@ -218,7 +230,7 @@ def upgrade(
 
 
 @app.command("show")
-def show(file: Annotated[Path, typer.Argument(readable=False)], as_json: JsonFlag = False) -> None:
+def show(file: ConfigRef, as_json: JsonFlag = False) -> None:
     """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
     from rich.console import Console
     from rich.table import Table
@@ -253,9 +265,7 @@ def show(file: Annotated[Path, typer.Argument(readable=False)], as_json: JsonFla
 
 
 @app.command("diff")
-def diff(a: Annotated[Path, typer.Argument(readable=False)],
-         b: Annotated[Path, typer.Argument(readable=False)],
-         as_json: JsonFlag = False) -> None:
+def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
     """Semantic differences by YAML path (queues, resources, storage matched by Name).
 
     Exit 0 when equal, 1 when they differ.

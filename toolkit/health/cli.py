@@ -15,7 +15,9 @@ import typer
 from rich.console import Console
 
 from benchmarks.health.runner import CHECKS
+from toolkit.cliopts import DbOption, StoreOption
 from toolkit.fsutil import atomic_write_json
+from toolkit.progress import ProgressLines
 
 app = typer.Typer(help="Node health: GPUs, EFA, storage, munge, clock; drain and resume.",
                   no_args_is_help=True)
@@ -42,44 +44,54 @@ def run_command(
     checks: str | None = typer.Option(None, "--checks", help="Comma list of checks to run."),
     dcgm_level: int = typer.Option(1, "--dcgm-level", min=1, max=3),
     workdir: Path | None = typer.Option(
-        None, "--workdir", help="Shared folder for the nodes' reports."),
+        None, "--workdir", help="Shared folder for the run folders [$PCTK_HOME/health]."),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="This run's folder, new or empty, shared with the nodes "
+        "[WORKDIR/TIME-ID]."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job."),
     python: str | None = typer.Option(
         None, "--python", help="Python interpreter on the nodes (default: this one's path)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON."),
-    out: Path | None = typer.Option(None, "--out", help="Also write the record here."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the record here."),
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
 ) -> None:
     """Check nodes in one Slurm job per partition; print a node x check table."""
     from toolkit.health import report
     from toolkit.health.sweep import SweepOptions, run_sweep
 
-    err = Console(stderr=True)
     opts = SweepOptions(
         nodes=nodes, partition=partition, level=level, drain=drain,
         resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
         tool_path=list(tool_path or []),
         checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
         dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
+        run_dir=run_dir.absolute() if run_dir else None,
     )
     if python:
         opts.python = python
-    with err.status("health sweep") as status:
-        opts.progress = lambda msg: status.update(f"health sweep: {msg}")
+    with ProgressLines("health sweep") as progress:
+        opts.progress = progress.update
         result = run_sweep(opts)
-    record_path = report.write(result, result.run_dir / "record.json")
+    record = report.to_record(result)  # one id for every copy, so it is stored once
+    record_path = report.write(result, result.run_dir / "record.json", record)
     if out is not None:
-        report.write(result, out)
+        report.write(result, out, record)
     if as_json:
-        typer.echo(json.dumps(report.to_record(result), indent=2, sort_keys=True))
+        typer.echo(json.dumps(record, indent=2, sort_keys=True))
     else:
         report.print_report(result)
         Console().print(f"record: {out or record_path}", highlight=False)
+    if store:
+        from toolkit.results.ingest import store_finished_run
+
+        store_finished_run(record_path, db)
     raise typer.Exit(result.exit_code)
 
 
 @app.command("expectations")
 def expectations_command(
-    out: Path | None = typer.Option(None, "--out", help="Write here (atomically)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write here (atomically)."),
     mount: list[str] = typer.Option(None, "--mount", help="Shared mounts (repeat)."),
     instance_type: list[str] = typer.Option(
         None, "--instance-type", help="Only these types (default: the whole catalog)."),

@@ -65,8 +65,9 @@ def to_record(result: SweepResult) -> dict[str, Any]:
     )
 
 
-def write(result: SweepResult, path: str | Path) -> Path:
-    rec = to_record(result)
+def write(result: SweepResult, path: str | Path, record: dict[str, Any] | None = None) -> Path:
+    """Write the record (``record``, so that several copies share one id) at ``path``."""
+    rec = dict(record) if record is not None else to_record(result)
     target = Path(path)
     rec["raw_logs"] = [os.path.relpath(result.run_dir / p, target.resolve().parent)
                        for p in rec["raw_logs"]]

@@ -34,7 +34,7 @@ from toolkit.fsutil import atomic_write_json
 from toolkit.health import slurmops
 from toolkit.health.expect import build_expectations
 from toolkit.health.inventory import HealthInputError, SlurmNode, read_nodes, select_nodes
-from toolkit.paths import state_home
+from toolkit.paths import health_dir
 
 REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
 SWEEP_SCRIPT = REPO_ROOT / "sbatch" / "health-sweep.sbatch"
@@ -57,6 +57,7 @@ class SweepOptions:
     dcgm_level: int = 1
     thresholds: dict[str, Any] | None = None
     workdir: Path | None = None  # must be shared with the nodes (home or /fsx on a cluster)
+    run_dir: Path | None = None  # this run's own folder (new or empty); default workdir/run_id
     timeout_s: float | None = None
     python: str = sys.executable
     max_drain: int | None = None  # None: max(1, 10% of the swept partitions' nodes)
@@ -276,8 +277,11 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
     if max_drain is None:
         max_drain = default_max_drain(_partition_size(all_nodes, selected, opts.partition))
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    run_dir = (opts.workdir or state_home() / "health") / run_id
-    (run_dir / "nodes").mkdir(parents=True)
+    run_dir = opts.run_dir or (opts.workdir or health_dir()) / run_id
+    if opts.run_dir is not None and run_dir.is_dir() and any(run_dir.iterdir()):
+        raise HealthInputError(f"run folder {run_dir} is not empty",
+                               "give a new --run-dir, so old node reports cannot mix in")
+    (run_dir / "nodes").mkdir(parents=True, exist_ok=opts.run_dir is not None)
 
     node_checks: dict[str, CheckResult] = {}
     to_check: list[SlurmNode] = []

@@ -42,7 +42,7 @@ from toolkit.local.render import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from toolkit.paths import DEFAULT_PRESET, preset_path, twin_dir
+from toolkit.paths import DEFAULT_PRESET, config_or_preset, preset_path, twin_dir
 
 STATE_VERSION = 1
 HOSTS_FILE = Path(os.environ.get("PCTK_HOSTS_FILE", "/etc/hosts"))
@@ -145,12 +145,9 @@ def resolve_config(config: str | os.PathLike[str] | None) -> Path:
     """A file path, or the name of a preset in cluster-configs/ (default: the p5 preset)."""
     if config is None:
         return preset_path(DEFAULT_PRESET)
-    p = Path(config)
+    p = config_or_preset(config)
     if p.exists():
         return p.resolve()
-    preset = preset_path(str(config))
-    if preset.exists():
-        return preset
     from toolkit.paths import list_presets
 
     raise PctkError(

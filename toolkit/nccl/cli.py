@@ -14,7 +14,10 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.errors import PctkError
+from toolkit.paths import new_run_dir
+from toolkit.progress import ProgressLines
 
 app = typer.Typer(help="nccl-tests: run on the cluster, parse logs, judge, compare, plot.",
                   no_args_is_help=True)
@@ -31,13 +34,15 @@ PlotOut = typer.Option(None, "--plot", help="Write a busbw PNG.")
 RunCollectives = typer.Option(["all_reduce"], "--collective", "-c",
                               help="Repeat for several (all_gather, alltoall...).")
 ExtraEnv = typer.Option([], "--env", help="Extra KEY=VALUE for the run.")
-RunOutDir = typer.Option(Path("nccl-results"), "--out", "-o",
-                         help="Folder for raw logs and record.json.")
+RunDir = typer.Option(None, "--run-dir", help="Folder for raw logs and record.json "
+                      "[<state home>/runs/nccl-tests-TIME].")
+OldRunDir = typer.Option(None, "--out", "-o", hidden=True, help="Deprecated: --run-dir.")
 Before = typer.Argument(..., help="Baseline: record or raw log.")
 After = typer.Argument(..., help="New run: record or raw log.")
 PlotFiles = typer.Argument(..., help="Records or raw logs to overlay.")
 PlotPath = typer.Option(Path("busbw.png"), "--out", "-o")
-SweepOutDir = typer.Option(Path("collectives-results"), "--out", "-o")
+SweepRunDir = typer.Option(None, "--run-dir", help="Folder for the job log and record.json "
+                           "[<state home>/runs/collectives-TIME].")
 FromRecord = typer.Option(None, "--from-record",
                           help="Judge an existing record instead of submitting.")
 
@@ -99,6 +104,8 @@ def parse(
     csv_path: Path = CsvOut,
     plot_path: Path = PlotOut,
     as_json: bool = JsonOut,
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
 ) -> None:
     """Parse nccl-tests output, cross-check the figures and give a verdict."""
     from benchmarks.collectives import parse_bytes
@@ -125,6 +132,10 @@ def parse(
     if out:
         write_record(out, rec)
     _emit_runs(runs, verdicts, rec, as_json, csv_path, plot_path)
+    if store:
+        from toolkit.results.ingest import store_finished_run
+
+        store_finished_run(rec, db, logs=files)
     _exit_for(rec["verdict"]["status"] == "FAIL")
 
 
@@ -142,10 +153,13 @@ def run(
     nccl_tests_dir: str = typer.Option(None, "--nccl-tests-dir", envvar="NCCL_TESTS_DIR",
                                        help="Folder with the *_perf binaries."),
     env: list[str] = ExtraEnv,
-    out_dir: Path = RunOutDir,
+    run_dir: Path | None = RunDir,
+    old_out: Path | None = OldRunDir,
     instance_type: str = InstanceType,
     timeout: float = typer.Option(1800, "--timeout", help="Seconds per binary."),
     as_json: bool = JsonOut,
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
 ) -> None:
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
     from benchmarks.collectives import canonical_collective
@@ -154,6 +168,7 @@ def run(
     from toolkit.nccl.record import build_record, judge_runs
     from toolkit.nccl.runner import LaunchSpec, build_command, find_binary, launch_env, run_logged
 
+    out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out") or new_run_dir("nccl-tests")
     extra = {}
     for item in env:
         key, sep, value = item.partition("=")
@@ -173,15 +188,15 @@ def run(
         cmd = build_command(spec, find_binary(name, nccl_tests_dir))
         log = out_dir / f"{name}.log"
         rows = 0
-
-        def progress(line: str, _name: str = name) -> None:
-            nonlocal rows
-            if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
-                rows += 1
-                console.print(f"  {_name}: {rows} sizes done", end="\r")
         console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
-        outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout, on_line=progress)
-        console.print("")
+        with ProgressLines(f"bench nccl run {name}") as bar:
+            def progress(line: str, _bar: ProgressLines = bar) -> None:
+                nonlocal rows
+                if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
+                    rows += 1
+                    _bar.update(f"{rows} sizes done")
+            outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout,
+                                 on_line=progress)
         try:
             found = parse_nccl_file(log, collective=name)
         except PctkError:
@@ -206,6 +221,10 @@ def run(
     write_record(out_dir / "record.json", rec)
     console.print(f"record: {out_dir / 'record.json'}")
     _emit_runs(runs, verdicts, rec, as_json, None, None)
+    if store:
+        from toolkit.results.ingest import store_finished_run
+
+        store_finished_run(out_dir / "record.json", db)
     _exit_for(rec["verdict"]["status"] == "FAIL")
 
 
@@ -302,11 +321,14 @@ def collectives(
     warmup: int = typer.Option(5, "--warmup"),
     emulate_missing: bool = typer.Option(False, "--emulate-missing",
                                          help="Emulate collectives gloo lacks (labelled)."),
-    out_dir: Path = SweepOutDir,
+    run_dir: Path | None = SweepRunDir,
+    old_out: Path | None = OldRunDir,
     timeout: float = typer.Option(1800, "--timeout", help="Seconds to wait for the job."),
     from_record: Path = FromRecord,
     instance_type: str = InstanceType,
     as_json: bool = JsonOut,
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
 ) -> None:
     """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
     from benchmarks.collectives import parse_bytes
@@ -318,6 +340,7 @@ def collectives(
 
     console = _console(as_json)
     log: Path | None = None
+    run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
     if from_record:
         rec_path = from_record
     else:
@@ -325,7 +348,7 @@ def collectives(
             parse_bytes(min_bytes), parse_bytes(max_bytes)
         except ValueError as exc:
             raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
-        out_dir = out_dir.resolve()
+        out_dir = (run_dir or new_run_dir("collectives")).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
         job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
                        gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
@@ -335,8 +358,9 @@ def collectives(
         job_id = submit(cmd, sweep_env())
         console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
                       highlight=False)
-        state = wait_for_job(job_id, timeout=timeout,
-                             on_state=lambda s: console.print(f"  job {job_id}: {s}"))
+        with ProgressLines("bench collectives") as progress:
+            state = wait_for_job(job_id, timeout=timeout,
+                                 on_state=lambda s: progress.update(f"job {job_id}: {s}"))
         rec_path = out_dir / "record.json"
         log = out_dir / f"slurm-{job_id}.out"
         if not rec_path.is_file():
@@ -368,4 +392,8 @@ def collectives(
     if not from_record:
         write_record(rec_path, rec)
     _emit_runs(runs, verdicts, rec, as_json, None, None)
+    if store and not from_record:  # an existing record is stored with `pctk results add`
+        from toolkit.results.ingest import store_finished_run
+
+        store_finished_run(rec_path, db)
     _exit_for(rec["verdict"]["status"] == "FAIL")

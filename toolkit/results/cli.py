@@ -34,9 +34,9 @@ THRESHOLD_OPTION = typer.Option(
 FILES_ARGUMENT = typer.Argument(..., metavar="FILE...", help="Result record JSON files.")
 LOGS_OPTION = typer.Option([], "--log", help="Extra raw log to keep (repeatable).")
 PROM_OUT_OPTION = typer.Option(
-    None, "--out", help="Textfile to write atomically, e.g. "
+    None, "--out", "-o", help="Textfile to write atomically, e.g. "
     "/var/lib/node_exporter/textfile_collector/pctk.prom; stdout when omitted.")
-REPORT_OUT_OPTION = typer.Option(Path("report.html"), "--out", help="HTML file to write.")
+REPORT_OUT_OPTION = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write.")
 
 
 @contextmanager

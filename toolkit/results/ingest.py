@@ -97,3 +97,45 @@ def store_record_files(store: ResultStore, loaded: Sequence[RecordFile]) -> list
         done.append(Ingested(item.path, rid, item.record["kind"], new, len(item.logs),
                              item.missing_logs, item.refused_logs))
     return done
+
+
+def store_finished_run(record: Path | dict[str, Any], db: Path | None = None,
+                       logs: Sequence[Path] = ()) -> Ingested | None:
+    """Store a record a pctk command just made: a record file (with the raw logs in its
+    folder), or a record in memory with the log files it was parsed from (``logs``).
+
+    Called as a benchmark or health run finishes: a failure to store is one warning line on
+    stderr and ``None``, never a lost result (the record file stays where it was written).
+    """
+    import sqlite3
+    import sys
+
+    shown = record if isinstance(record, Path) else "the record (write it with -o)"
+    try:
+        loaded = (load_record_file(record, logs) if isinstance(record, Path)
+                  else _loaded_in_memory(record, logs))
+        with ResultStore(db) as store:
+            done = store_record_files(store, [loaded])[0]
+            where = store.path
+    except (PctkError, OSError, sqlite3.Error, LogRefused, RecordError) as exc:
+        reason = exc.one_line() if isinstance(exc, PctkError) else str(exc)
+        print(f"pctk: warning: result not stored in the results database: {reason}; "
+              f"the run's result is unaffected (`pctk results add` can store {shown} later)",
+              file=sys.stderr)
+        return None
+    for name in [*done.missing_logs, *done.refused_logs]:
+        print(f"pctk: warning: raw log not kept: {name}", file=sys.stderr)
+    state = "stored" if done.new else "already stored"
+    print(f"{state} {done.kind} result {done.id} in {where} ({done.logs} raw log(s))",
+          file=sys.stderr)
+    return done
+
+
+def _loaded_in_memory(record: dict[str, Any], logs: Sequence[Path]) -> RecordFile:
+    from benchmarks.record import validate_record
+
+    loaded = RecordFile(Path("-"), validate_record(record))
+    for log in logs:
+        check_raw_log(log)
+        loaded.logs.append(log)
+    return loaded

@@ -49,7 +49,7 @@ from benchmarks.record import (
     validate_record,
 )
 from toolkit.errors import PctkError
-from toolkit.paths import state_home
+from toolkit.paths import results_db
 from toolkit.results.rawlogs import (
     MAX_RAW_LOG_BYTES,
     LogRefused,
@@ -114,9 +114,7 @@ class StoredLog:
 
 
 def default_db_path() -> Path:
-    if env := os.environ.get(ENV_DB):
-        return Path(env)
-    return state_home() / "results.db"
+    return results_db()
 
 
 def filesystem_type(path: Path) -> str:

@@ -8,7 +8,6 @@ verbatim and no shell ever interprets them.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -16,10 +15,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import paths
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json, atomic_write_text
-from toolkit.paths import state_home
 from toolkit.submit.efa import efa_env
 
 _ARRAY = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d+))?$|^(\d+(?:,\d+)*)(?:%(\d+))?$")
@@ -27,13 +26,12 @@ _TIME = re.compile(r"^(\d+)$|^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
 
 
 def jobs_dir() -> Path:
-    """Where pctk keeps job scripts and logs: ``$PCTK_JOBS_DIR`` or ``<state home>/jobs``.
+    """Where pctk keeps job scripts and logs (see :func:`toolkit.paths.jobs_dir`).
 
     On ParallelCluster the home directory is shared with the compute nodes, so the default
     works there; elsewhere point it at shared storage (/fsx).
     """
-    env = os.environ.get("PCTK_JOBS_DIR")
-    return Path(env) if env else state_home() / "jobs"
+    return paths.jobs_dir()
 
 
 @dataclass

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from toolkit.progress import ProgressLines
 from toolkit.submit.watcher import PctkWatcher
 
 OK_STATES = ("COMPLETED",)
@@ -33,11 +34,14 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
     for i in ids:
         watcher.register_job(i)
     console = console or Console(stderr=True)
+    # a bar off a terminal shows nothing until the end: plain lines there instead
+    lines = ProgressLines("waiting", quiet=not show or console.is_terminal, terminal=False,
+                          stream=console.file)
     start = time.monotonic()
     try:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
-                      console=console, disable=not show, transient=False) as bar:
+                      TextColumn("{task.fields[states]}"), TimeElapsedColumn(), console=console,
+                      disable=not show or not console.is_terminal, transient=False) as bar:
             task = bar.add_task("jobs", total=len(ids), states="")
             told: set[str] = set()
             while True:
@@ -51,8 +55,9 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
                 states = {i: watcher.get_state(i, mode="cache") for i in ids}
                 done = [i for i in ids if watcher.is_done(i, mode="cache")]
                 counts = Counter(s.split()[0] for s in states.values())
-                bar.update(task, completed=len(done),
-                           states=" ".join(f"{k.lower()}={v}" for k, v in sorted(counts.items())))
+                summary = " ".join(f"{k.lower()}={v}" for k, v in sorted(counts.items()))
+                bar.update(task, completed=len(done), states=summary)
+                lines.update(f"{len(done)}/{len(ids)} jobs done: {summary}")
                 if len(done) == len(ids):
                     return states
                 if timeout is not None and time.monotonic() - start > timeout:
