@@ -514,7 +514,9 @@ def parse_nccl_file(path: str | Path, *, collective: str | None = None,
                                         nranks=nranks)]
             return parse_nccl_lines(itertools.chain(head, lines), collective=collective,
                                     source=str(p), nranks=nranks)
-    except (NotRegularFile, InputTooLarge) as exc:
-        raise PctkError(str(exc), "pass a regular log file (or raise --max-bytes)") from None
+    except NotRegularFile as exc:
+        raise PctkError(str(exc), "save the output to a regular file and pass that") from None
+    except InputTooLarge as exc:
+        raise PctkError(str(exc), "raise --max-bytes if the log really is that large") from None
     except OSError as exc:
         raise PctkError(f"cannot read {p}: {exc.strerror}", "check the path") from None
