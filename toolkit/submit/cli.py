@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from toolkit.errors import PctkError
-from toolkit.submit.cluster import load_cluster
+from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,
     job_from_cluster,
@@ -65,6 +65,7 @@ def submit(
     Examples: pctk submit -q gpu -N 2 -- python train.py --lr 3e-4 ;
     pctk submit --array 0-999%50 -- python sweep.py ; pctk submit --fn mymod:main --wait
     """
+    use_running_twin()
     topo = load_cluster(config)
     qname, efa, itype, gpus = job_from_cluster(topo, queue, gpus_per_node, nodes)
     if fn:
@@ -151,7 +152,8 @@ def jobs(
     since: str = typer.Option("now-1days", "--since", help="sacct start time (e.g. now-7days)."),
     json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
-    """Your jobs: id, name, state, nodes, elapsed, exit code (sacct; squeue without accounting)."""
+    """Your jobs: id, name, state, nodes, elapsed, exit code, why pending (sacct + squeue)."""
+    use_running_twin()
     fields = ["JobID", "JobName", "State", "NNodes", "Elapsed", "ExitCode", "NodeList"]
     user = [] if all_users else ["--user", os.environ.get("USER") or _whoami()]
     r = _run(["sacct", "-X", "-n", "-P", "-S", since, "-o", ",".join(fields), *user])
@@ -161,19 +163,22 @@ def jobs(
         rows = _parse_parsable(r.stdout, fields)
     else:
         source = "squeue"
-        sq = _run(["squeue", "--states=all", "-h", "-o", "%i|%j|%T|%D|%M|%N",
+        sq = _run(["squeue", "--states=all", "-h", "-o", "%i|%j|%T|%D|%M|%N|%r",
                    *(["--user", user[1]] if user else [])])
         if sq.returncode != 0:
             raise PctkError(f"neither sacct nor squeue answered: {sq.stderr.strip()}",
-                            "is slurmctld running? (`pctk local status` for the twin)")
+                            _no_slurm_hint())
         for line in sq.stdout.splitlines():
             p = line.split("|")
             rows.append({"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
-                         "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else ""})
+                         "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else "",
+                         "Reason": p[6] if len(p) > 6 and p[2] == "PENDING" else ""})
+    if source == "sacct":
+        _add_pending_reasons(rows)
     if json_out:
         print(json.dumps({"source": source, "jobs": rows}, indent=2))
         return
-    t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list",
+    t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list", "reason",
               title=f"jobs (from {source})")
     colors = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
     for row in rows:
@@ -181,8 +186,29 @@ def jobs(
         c = colors.get(st.split()[0] if st else "", "red")
         t.add_row(row["JobID"], row.get("JobName", "").replace("\n", "\\n"), f"[{c}]{st}[/]",
                   row.get("NNodes", ""), row.get("Elapsed", ""), row.get("ExitCode", ""),
-                  row.get("NodeList", ""))
+                  row.get("NodeList", ""), row.get("Reason", ""))
     Console().print(t)
+
+
+def _no_slurm_hint() -> str:
+    from toolkit.submit.cluster import SYSTEM_SLURM_CONF
+
+    if not os.environ.get("SLURM_CONF") and not SYSTEM_SLURM_CONF.exists():
+        return "no Slurm here and no twin running: start one with `pctk local up`"
+    return "is slurmctld running? (`pctk local status` for the twin)"
+
+
+def _add_pending_reasons(rows: list[dict[str, str]]) -> None:
+    """sacct does not know why a job waits; squeue does (PartitionConfig, Resources...)."""
+    pending = [r for r in rows if r.get("State", "").startswith("PENDING")]
+    reasons: dict[str, str] = {}
+    if pending:
+        sq = _run(["squeue", "-h", "-t", "PENDING", "-o", "%i|%r"])
+        for line in sq.stdout.splitlines() if sq.returncode == 0 else []:
+            job, _, reason = line.partition("|")
+            reasons[job.strip()] = reason.strip()
+    for row in rows:
+        row["Reason"] = reasons.get(row["JobID"], "") if row in pending else ""
 
 
 def _parse_parsable(text: str, fields: list[str]) -> list[dict[str, str]]:
@@ -231,6 +257,7 @@ def logs(
     """Print a job's output (per task with --task), following it with --follow."""
     if not job_id.replace("_", "").isdigit():
         raise PctkError(f"{job_id!r} is not a job id", "use a number like 1234 or 1234_5")
+    use_running_twin()
     paths = _log_paths(job_id, task)
     if not paths and not follow:
         raise PctkError(f"no logs found for job {job_id}",
@@ -273,6 +300,7 @@ def cancel(
     bad = [j for j in job_ids if not j.replace("_", "").isdigit()]
     if bad:
         raise PctkError(f"not job ids: {', '.join(map(repr, bad))}", "use numbers like 1234")
+    use_running_twin()
     r = _run(["scancel", *job_ids])
     if r.returncode != 0:
         raise PctkError(f"scancel failed: {r.stderr.strip()}")

@@ -21,6 +21,7 @@ from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.paths import state_home
 from toolkit.submit.efa import efa_env
+from toolkit.submit.feasible import check_satisfiable
 
 _ARRAY = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d+))?$|^(\d+(?:,\d+)*)(?:%(\d+))?$")
 _TIME = re.compile(r"^(\d+)$|^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
@@ -142,6 +143,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     if not job.argv:
         raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
     folder = folder or jobs_dir() / uuid.uuid4().hex[:12]
+    check_satisfiable(_sbatch_args(job, folder)[2:], job.queue)  # [2:]: less sbatch --parsable
     # private: scripts, job.json and the logs Slurm writes into it are the owner's alone
     # (mode 0700 less the umask; the job's own umask, and so its programs' files, unchanged)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
