@@ -174,7 +174,7 @@ def jobs(
                          "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else "",
                          "Reason": p[6] if len(p) > 6 and p[2] == "PENDING" else ""})
     if source == "sacct":
-        _add_pending_reasons(rows)
+        _merge_live(rows, user)
     if json_out:
         print(json.dumps({"source": source, "jobs": rows}, indent=2))
         return
@@ -198,17 +198,22 @@ def _no_slurm_hint() -> str:
     return "is slurmctld running? (`pctk local status` for the twin)"
 
 
-def _add_pending_reasons(rows: list[dict[str, str]]) -> None:
-    """sacct does not know why a job waits; squeue does (PartitionConfig, Resources...)."""
-    pending = [r for r in rows if r.get("State", "").startswith("PENDING")]
-    reasons: dict[str, str] = {}
-    if pending:
-        sq = _run(["squeue", "-h", "-t", "PENDING", "-o", "%i|%r"])
-        for line in sq.stdout.splitlines() if sq.returncode == 0 else []:
-            job, _, reason = line.partition("|")
-            reasons[job.strip()] = reason.strip()
+def _merge_live(rows: list[dict[str, str]], user: list[str]) -> None:
+    """Why pending jobs wait (sacct does not know; squeue does: PartitionConfig, Resources...),
+    and the jobs slurmdbd has not recorded yet (a second or two after sbatch)."""
+    sq = _run(["squeue", "-h", "-o", "%i|%j|%T|%D|%M|%N|%r",
+               *(["--user", user[1]] if user else [])])
+    live = {}
+    for line in sq.stdout.splitlines() if sq.returncode == 0 else []:
+        p = (line.split("|") + [""] * 7)[:7]
+        live[p[0]] = {"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
+                      "Elapsed": p[4], "ExitCode": "", "NodeList": p[5],
+                      "Reason": p[6] if p[2] == "PENDING" else ""}
     for row in rows:
-        row["Reason"] = reasons.get(row["JobID"], "") if row in pending else ""
+        now = live.pop(row["JobID"], None)
+        pending = row.get("State", "").startswith("PENDING")
+        row["Reason"] = now["Reason"] if now and pending else ""
+    rows.extend(live.values())
 
 
 def _parse_parsable(text: str, fields: list[str]) -> list[dict[str, str]]:
