@@ -26,7 +26,8 @@ TWIN_MANAGED = frozenset(k.lower() for k in (
 TWIN_MANAGED_PREFIXES = ("auth", "cred", "accountingstorage", "slurmctldpid", "slurmctldlog",
                          "slurmdpid", "slurmdlog", "slurmdspool", "cgroup")
 # `--nodes` unset: every compute resource gets its MaxCount, up to MAX_TWIN_NODES in all;
-# measured on a 2-core, 24 GiB machine: 64 slurmd start in ~20 s and idle at ~5 MiB each
+# measured on a 2-core, 24 GiB machine: 64 slurmd are idle 3.7 s after start, ~6.5 MiB RSS
+# each, and a 64-node srun job completes; more would share 2 cores among too many daemons
 MAX_TWIN_NODES = 64
 
 
