@@ -136,6 +136,16 @@ def test_5_switching_back_keeps_each_clusters_accounting(hour):
     assert "mine-first" not in {n for n, _ in names.values()}
 
 
+def test_6_python_submits_to_the_running_twin_without_setup(hour):
+    code = ("from toolkit.submit import ClusterExecutor\n"
+            "ex = ClusterExecutor('py-jobs', queue='cpu', timeout_min=5)\n"
+            "print(ex.submit(sum, [20, 22]).result())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=hour.env(), cwd=hour.work, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["42"]
+
+
 def test_99_down_purge_removes_every_twin_and_its_stand_ins(hour):
     hour.ok("local", "down", "--purge")
     hour.ok("local", "down", "--purge", "--cluster", "mine")

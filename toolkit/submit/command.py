@@ -177,7 +177,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
         if r.returncode != 0:
             msg = (r.stderr.strip().splitlines() or ["sbatch failed"])[-1]
             raise PctkError(f"sbatch refused the job: {msg.removeprefix('sbatch: error: ')}",
-                            "check --queue, --nodes, --gpus-per-node and --time")
+                            _sbatch_hint(r.stderr))
         job_id = r.stdout.strip().split(";")[0]
         job_ids.append(job_id)
         tasks += [f"{job_id}_{i}" for i in idx] if chunks else [job_id]
@@ -190,6 +190,13 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
         atomic_write_json(index / f"{jid}.json", {"job_id": jid, "folder": str(folder),
                                                   "kind": "command"})
     return sub
+
+
+def _sbatch_hint(stderr: str) -> str:
+    if "configuration source" in stderr or "slurm.conf" in stderr:
+        return ("sbatch finds no Slurm configuration: start the twin with `pctk local up`, "
+                "or run on the head node")
+    return "check --queue, --nodes, --gpus-per-node and --time"
 
 
 def _compact(idx: list[int]) -> str:

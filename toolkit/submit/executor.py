@@ -31,7 +31,7 @@ from submitit.slurm.slurm import SlurmExecutor
 
 from toolkit.config.model import ClusterTopology, ComputeResource, Queue
 from toolkit.errors import PctkError
-from toolkit.submit.cluster import load_cluster
+from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
 from toolkit.submit.watcher import PctkSlurmJob
@@ -112,6 +112,7 @@ class ClusterExecutor(SlurmExecutor):
         # a new job folder is private (0700 less the umask), like `pctk submit`'s
         utils.JobPaths.get_first_id_independent_folder(self.folder).mkdir(
             mode=0o700, parents=True, exist_ok=True)
+        use_running_twin()  # no SLURM_CONF and no system Slurm: the running twin, if any
         self.topology = load_cluster(cluster)
         self.queue = self.topology.queue(queue) if queue else self.topology.queues[0]
         self.resource = _pick_resource(self.queue, compute_resource)
