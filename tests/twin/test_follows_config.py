@@ -6,10 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from toolkit.errors import PctkError
+from toolkit.local.twin import Twin
 from toolkit.submit import ClusterExecutor
 
 pytestmark = pytest.mark.twin
@@ -73,3 +76,19 @@ def test_status_says_what_stands_in_for_shared_storage(twin):
                           "--state-dir", str(twin.state_dir)], capture_output=True, text=True,
                          env=twin.env, timeout=60).stdout
     assert "/fsx: " in out and "/home: exists on this machine: used as it is" in out
+
+
+def test_one_state_folder_refuses_a_second_cluster_with_a_clear_line(tmp_path):
+    state = Path(tempfile.mkdtemp(prefix="pctk-1c-", dir="/tmp"))
+    other = tmp_path / "mine.yaml"
+    other.write_text((Path(__file__).parents[2] / "cluster-configs" / "g5-dev.yaml").read_text())
+    twin = Twin(state)
+    try:
+        twin.up("p5-training", nodes=1, accounting=False)
+        twin.down()
+        # slurmctld would refuse the shared StateSaveLocation; say so before starting anything
+        with pytest.raises(PctkError, match="holds the twin of cluster p5_training, not mine"):
+            twin.up(other, nodes=1, accounting=False)
+        assert not twin.any_daemon_up()
+    finally:
+        twin.down(purge=True)

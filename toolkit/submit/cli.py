@@ -178,8 +178,9 @@ def jobs(
     if json_out:
         print(json.dumps({"source": source, "jobs": rows}, indent=2))
         return
-    t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list", "reason",
+    t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list",
               title=f"jobs (from {source})")
+    t.add_column("reason", overflow="fold")  # PartitionConfig in full, even when narrow
     colors = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
     for row in rows:
         st = row.get("State", "")
