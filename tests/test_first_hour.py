@@ -111,6 +111,9 @@ def test_3_local_up_with_another_config_just_works(hour):
     st = hour.json("local", "status")
     assert (st["cluster"], st["state"]) == ("mine", "running")
     assert st["state_dir"] == str(hour.root / "mine")
+    # a plain `up` means the twin that runs, as it was started (not the default preset)
+    again = hour.ok("local", "up")
+    assert "already running" in again.stderr and "stopping" not in again.stderr
     stopped = hour.pctk("local", "status", "--cluster", "p5_training")
     assert stopped.returncode == 3 and "stopped" in stopped.stdout
     sub = hour.json("submit", "-q", "train", "-N", "2", "-J", "mine-first", "--wait", "--",

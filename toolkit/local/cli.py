@@ -66,7 +66,8 @@ def _status_table(st: TwinStatus, console: Console) -> None:
 def up(
     config: str = typer.Option(
         None, "--config", "-c",
-        help="ParallelCluster YAML file or preset name (default: the p5-training preset).",
+        help="ParallelCluster YAML file or preset name (default: the config of the running or "
+        "last started twin; the p5-training preset at first).",
     ),
     nodes: int = typer.Option(
         None, "--nodes", "-n", min=1,
@@ -88,15 +89,19 @@ def up(
     cluster's stops the running one, whose state is kept.
     """
     console = Console(stderr=True)
-    if cluster and not config:
-        config = clusters.config_of(clusters.select(state_dir, cluster)) or ""
+    chosen: str | None = config
+    if not chosen and (cluster or clusters.known(state_dir)):
+        # no config named: the running (or last started) twin, as it was started
+        meant = clusters.select(state_dir, cluster)
+        chosen = clusters.config_of(meant)
+        nodes = nodes if nodes is not None else clusters.nodes_of(meant)
     t0 = time.monotonic()
     with console.status("starting the twin", spinner="dots") as spinner:
         def progress(msg: str) -> None:
             spinner.update(msg)
             console.log(msg)
 
-        st = clusters.up(config, state_dir, nodes=nodes, accounting=not no_accounting,
+        st = clusters.up(chosen, state_dir, nodes=nodes, accounting=not no_accounting,
                          progress=progress)
     took = time.monotonic() - t0
     if json_out:

@@ -109,6 +109,12 @@ def config_of(twin: Twin) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def nodes_of(twin: Twin) -> int | None:
+    """The --nodes a twin was last started with (None: the config's node counts)."""
+    value = _recorded(twin, "nodes_per_resource")
+    return value if isinstance(value, int) else None
+
+
 def running_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """SLURM_CONF and PCTK_TWIN_DIR of the one running twin ({} when none or several)."""
     up_now = running(root)

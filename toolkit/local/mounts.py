@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from toolkit.fsutil import atomic_write_text
+
 MARKER = ".pctk-twin-standin"
 
 
@@ -23,7 +25,7 @@ def _users(folder: Path) -> list[str]:
 
 
 def _write_users(folder: Path, users: list[str]) -> None:
-    (folder / MARKER).write_text("".join(f"{u}\n" for u in users))
+    atomic_write_text(folder / MARKER, "".join(f"{u}\n" for u in users), 0o644)
 
 
 def prepare(paths: list[str], owner: Path) -> list[dict[str, Any]]:
