@@ -92,3 +92,28 @@ def test_one_state_folder_refuses_a_second_cluster_with_a_clear_line(tmp_path):
         assert not twin.any_daemon_up()
     finally:
         twin.down(purge=True)
+
+
+def test_a_root_that_was_one_twin_gains_a_folder_per_cluster_and_purges_only_its_own(tmp_path):
+    from toolkit.local import clusters
+
+    root = Path(tempfile.mkdtemp(prefix="pctk-r-", dir="/tmp"))
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((Path(__file__).parents[2] / "cluster-configs" / "g5-dev.yaml").read_text())
+    old = Twin(root)  # the layout before one folder per cluster: twin.json in the root
+    try:
+        old.up("p5-training", nodes=1, accounting=False)
+        said: list[str] = []
+        st = clusters.up(mine, root, nodes=1, accounting=False, progress=said.append)
+        assert st.running and st.state_dir == root / "mine"
+        assert any("stopping the twin of cluster p5_training" in m for m in said)
+        assert not old.any_daemon_up()
+        assert set(clusters.known(root)) == {"p5_training", "mine"}
+        assert clusters.select(root).state_dir == root / "mine"
+        assert clusters.select(root, "p5_training").state_dir == root
+        old.down(purge=True)
+        assert (root / "mine" / "twin.json").exists() and not (root / "twin.json").exists()
+        assert clusters.select(root).is_running()
+    finally:
+        Twin(root / "mine", root=root).down(purge=True)
+        old.down(purge=True)

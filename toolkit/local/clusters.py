@@ -112,6 +112,9 @@ def config_of(twin: Twin) -> str | None:
 def nodes_of(twin: Twin) -> int | None:
     """The --nodes a twin was last started with (None: the config's node counts)."""
     value = _recorded(twin, "nodes_per_resource")
+    version = _recorded(twin, "version")
+    if not isinstance(version, int) or version < 2:
+        return None  # written when 4 was the silent default, not the user's choice
     return value if isinstance(value, int) else None
 
 

@@ -46,7 +46,8 @@ from toolkit.local.render import (
 )
 from toolkit.paths import DEFAULT_PRESET, preset_path
 
-STATE_VERSION = 1
+# 2: nodes_per_resource None means the config's counts (1 stored the default 4)
+STATE_VERSION = 2
 HOSTS_FILE = Path(os.environ.get("PCTK_HOSTS_FILE", "/etc/hosts"))
 APT_HINT = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server (or `make deps`)"
 SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")
@@ -640,8 +641,24 @@ class Twin:
                 for path in mounts.release(list(state.get("mounts") or []), self.state_dir):
                     progress(f"removed the stand-in {path}")
             mariadb.purge(mariadb.layout(self.state_dir))
-            shutil.rmtree(self.state_dir, ignore_errors=True)
+            self._remove_state_folder()
         return [p.name for p in running]
+
+    def _remove_state_folder(self) -> None:
+        """Delete this twin's state; other clusters' twins kept inside (an old root) stay."""
+        if not self.state_dir.is_dir():
+            return
+        nested = {p for p in self.state_dir.iterdir() if (p / "twin.json").is_file()}
+        if not nested:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            return
+        for p in self.state_dir.iterdir():
+            if p in nested:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
     def _cancel_all_jobs(self, timeout: float = 20) -> None:
         r = self._run(["squeue", "-h", "-o", "%A"])
