@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,7 @@ def hour() -> Iterator[FirstHour]:
         for cluster in ("mine", "p5_training"):
             if (h.root / cluster).exists():
                 h.pctk("local", "down", "--purge", "--cluster", cluster)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_1_local_up_with_a_preset(hour):
