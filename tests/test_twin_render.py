@@ -59,7 +59,7 @@ def test_p5_plan_mirrors_parallelcluster_names_and_gpus():
     plan = _plan("p5-training")
     assert dict(plan.partitions) == {
         "gpu": tuple(f"gpu-st-p5-{i}" for i in range(1, 5)),
-        "cpu": tuple(f"cpu-dy-c5-{i}" for i in range(1, 5)),
+        "cpu": tuple(f"cpu-dy-c5-{i}" for i in range(1, 9)),  # the config's MaxCount
     }
     gpu = plan.nodes[0]
     assert gpu.gres == "gpu:h100:8" and gpu.gpu_count == 8
@@ -73,7 +73,7 @@ def test_nodes_cap_keeps_static_nodes_first():
     plan = _plan("p5-training", nodes=2)
     assert [n.name for n in plan.nodes] == ["gpu-st-p5-1", "gpu-st-p5-2",
                                            "cpu-dy-c5-1", "cpu-dy-c5-2"]
-    assert any("raise with --nodes" in note for note in plan.notes)
+    assert "capped: gpu/p5 has 2 of its 4 nodes (--nodes 2)" in plan.notes
 
 
 @pytest.mark.parametrize("preset", list_presets())

@@ -39,8 +39,9 @@ def demo_command(
                                  help="Deprecated: --run-dir."),
     config: str = typer.Option("p5-training", "--config", "-c",
                                help="Cluster config or preset for the twin."),
-    nodes: int = typer.Option(4, "--nodes", "-n", min=1,
-                              help="Nodes per compute resource of the twin."),
+    nodes: int = typer.Option(None, "--nodes", "-n", min=1,
+                              help="Nodes per compute resource of the twin (default: the "
+                              "config's)."),
     db: Path = typer.Option(None, "--db", help="Results database (default: the per-user one)."),
 ) -> None:
     """Start the twin, check node health, sweep collectives, train FSDP, store and report."""
@@ -50,12 +51,13 @@ def demo_command(
     (out / "fsx").mkdir(exist_ok=True)  # stands in for the shared /fsx of a real cluster
     db_args = ["--db", str(db)] if db else []
     t0 = time.monotonic()
-    workers = str(min(nodes, 4))
+    workers = str(min(nodes or 4, 4))
 
     def step(title: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> int:
         return run_step(console, title, argv, ok)
 
-    step("1. Start the local twin", ["local", "up", "--config", config, "--nodes", str(nodes)])
+    step("1. Start the local twin", ["local", "up", "--config", config,
+                                     *(["--nodes", str(nodes)] if nodes else [])])
     import os
 
     from toolkit.local.twin import Twin

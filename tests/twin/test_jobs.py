@@ -143,7 +143,7 @@ def test_result_records_know_cluster_and_instance_type_from_slurm(twin):
     assert out.split() == ["p5_training", "p5.48xlarge", "gpu"]
 
 
-def test_up_again_with_default_nodes_is_a_no_op(twin):
+def test_up_again_with_the_same_nodes_is_a_no_op(twin):
     before = {d["pid"] for d in twin.twin.status().daemons}
-    again = twin.twin.up("p5-training")  # the session twin was started with nodes=4
+    again = twin.twin.up("p5-training", nodes=4)  # as the session twin was started
     assert {d["pid"] for d in again.daemons} == before

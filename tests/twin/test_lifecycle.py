@@ -76,9 +76,14 @@ def test_up_is_idempotent_recovers_from_a_crash_and_down_leaves_nothing():
         again = twin.up("p5-training", nodes=1)
         assert {d["pid"] for d in again.daemons} == pids
 
-        # another config while running is refused, nothing changes
-        with pytest.raises(PctkError, match="running with another config"):
-            twin.up("p5-training", nodes=2)
+        # other settings while running: the twin restarts with them
+        said: list[str] = []
+        bigger = twin.up("p5-training", nodes=2, progress=said.append)
+        assert "slurmd:gpu-st-p5-2" in {d["name"] for d in bigger.daemons}
+        assert not pids & {d["pid"] for d in bigger.daemons}
+        assert any("restarting" in m for m in said)
+        first = twin.up("p5-training", nodes=1)
+        pids = {d["pid"] for d in first.daemons}
 
         # a crash: slurmctld dies; the next up stops the rest and starts afresh
         ctld = next(d for d in first.daemons if d["name"] == "slurmctld")

@@ -9,6 +9,7 @@ pid and start time go into ``twin.json`` so ``down`` stops exactly those process
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -27,14 +28,15 @@ from typing import Any
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
-from toolkit.local import mariadb, procs
+from toolkit.local import mariadb, mounts, procs
 from toolkit.local.plan import (
-    DEFAULT_NODES_PER_RESOURCE,
     Ports,
     TwinPlan,
     build_plan,
     choose_ports,
+    mount_dirs,
     port_free,
+    slurm_cluster_name,
 )
 from toolkit.local.render import (
     render_cgroup_conf,
@@ -42,9 +44,10 @@ from toolkit.local.render import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from toolkit.paths import DEFAULT_PRESET, config_or_preset, preset_path, twin_dir
+from toolkit.paths import DEFAULT_PRESET, config_or_preset, preset_path
 
-STATE_VERSION = 1
+# 2: nodes_per_resource None means the config's counts (1 stored the default 4)
+STATE_VERSION = 2
 HOSTS_FILE = Path(os.environ.get("PCTK_HOSTS_FILE", "/etc/hosts"))
 APT_HINT = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server (or `make deps`)"
 SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")
@@ -67,6 +70,8 @@ class TwinStatus:
     nodes: list[dict[str, str]]
     partitions: list[str]
     accounting: bool
+    notes: list[str] = dataclasses.field(default_factory=list)  # what `up` capped or skipped
+    mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def state(self) -> str:
@@ -94,6 +99,8 @@ class TwinStatus:
             "daemons": self.daemons,
             "partitions": self.partitions,
             "nodes": self.nodes,
+            "notes": self.notes,
+            "mounts": self.mounts,
         }
 
 
@@ -159,10 +166,18 @@ def resolve_config(config: str | os.PathLike[str] | None) -> Path:
 class Twin:
     """A local Slurm cluster rooted at one state folder."""
 
-    def __init__(self, state_dir: str | os.PathLike[str] | None = None):
-        self.state_dir = Path(state_dir) if state_dir else twin_dir()
-        self.state_dir = self.state_dir.absolute()
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None,
+                 root: str | os.PathLike[str] | None = None):
+        if state_dir is None:
+            # no folder named: the twin meant under the twin root (running, else last started)
+            from toolkit.local.clusters import select
+
+            meant: Twin = select(root)
+            state_dir, root = meant.state_dir, meant.root
+        self.state_dir: Path = Path(state_dir).absolute()
         self.state_file = self.state_dir / "twin.json"
+        # the folder of all twins (one per cluster) this one belongs to; see toolkit.local.clusters
+        self.root: Path = Path(root).absolute() if root else self.state_dir
 
     # ---------------------------------------------------------------- state
     def _load_state(self) -> dict[str, Any] | None:
@@ -188,7 +203,7 @@ class Twin:
 
     def env(self) -> dict[str, str]:
         """Variables that point Slurm's commands (and submitit) at this twin."""
-        return {"SLURM_CONF": str(self.slurm_conf), "PCTK_TWIN_DIR": str(self.state_dir)}
+        return {"SLURM_CONF": str(self.slurm_conf), "PCTK_TWIN_DIR": str(self.root)}
 
     def _cmd_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -211,6 +226,10 @@ class Twin:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
+    def any_daemon_up(self) -> bool:
+        """Running or degraded: some process `up` started is still alive (no Slurm query)."""
+        return any(procs.is_running(p) for p in self._procs(self._load_state()))
+
     def is_running(self) -> bool:
         ps = self._procs(self._load_state())
         return bool(ps) and all(procs.is_running(p) for p in ps)
@@ -227,8 +246,6 @@ class Twin:
     ) -> TwinStatus:
         cfg = resolve_config(config)
         topo = load_topology(cfg)
-        if nodes is None:
-            nodes = DEFAULT_NODES_PER_RESOURCE  # so `up` and `up --nodes 4` are the same twin
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
         missing = missing_binaries(accounting)
         if missing:
@@ -240,6 +257,7 @@ class Twin:
             )
         with self._lock():
             state = self._load_state()
+            self._refuse_other_cluster(state, slurm_cluster_name(topo.name))
             old = self._procs(state)
             if state and old and all(procs.is_running(p) for p in old):
                 same = (
@@ -250,13 +268,12 @@ class Twin:
                 if same:
                     progress("already running")
                     return self.status()
-                raise PctkError(
-                    f"the twin in {self.state_dir} is running with another config "
-                    f"({state.get('config')})",
-                    "run `pctk local down` first, or use another --state-dir",
-                )
-            if old:
+                progress("the config or --nodes changed: cancelling jobs and restarting "
+                         "(state and accounting kept)")
+                self._cancel_all_jobs()
+            elif old:
                 progress("recovering from a previous run that did not stop cleanly")
+            if old:
                 if state is not None:
                     self._record_drains(state, old)
                 procs.stop(old)
@@ -267,6 +284,14 @@ class Twin:
             with _port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
                                             drains, progress, timeout)
+
+    def _refuse_other_cluster(self, state: dict[str, Any] | None, cluster: str) -> None:
+        """One state folder holds one cluster: slurmctld refuses another's StateSaveLocation."""
+        held = state.get("cluster") if state else None
+        if held and held != cluster:
+            raise PctkError(
+                f"{self.state_dir} holds the twin of cluster {held}, not {cluster}",
+                "use `pctk local up` (a folder per cluster) or another --state-dir")
 
     def _plan_and_start(self, topo: ClusterTopology, cfg: Path, cfg_hash: str,
                         nodes: int | None, accounting: bool,
@@ -293,6 +318,8 @@ class Twin:
             "procs": [],
             "started": time.time(),
             "drains": drains,
+            "notes": list(plan.notes),
+            "mounts": mounts.prepare(mount_dirs(topo), self.state_dir),
         }
 
         def remember(p: procs.Proc) -> None:
@@ -607,9 +634,28 @@ class Twin:
                 state["stopped"] = time.time()
                 atomic_write_json(self.state_file, state)
         if purge:
+            if state is not None:
+                for path in mounts.release(list(state.get("mounts") or []), self.state_dir):
+                    progress(f"removed the stand-in {path}")
             mariadb.purge(mariadb.layout(self.state_dir))
-            shutil.rmtree(self.state_dir, ignore_errors=True)
+            self._remove_state_folder()
         return [p.name for p in running]
+
+    def _remove_state_folder(self) -> None:
+        """Delete this twin's state; other clusters' twins kept inside (an old root) stay."""
+        if not self.state_dir.is_dir():
+            return
+        nested = {p for p in self.state_dir.iterdir() if (p / "twin.json").is_file()}
+        if not nested:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            return
+        for p in self.state_dir.iterdir():
+            if p in nested:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
     def _cancel_all_jobs(self, timeout: float = 20) -> None:
         r = self._run(["squeue", "-h", "-o", "%A"])
@@ -650,4 +696,6 @@ class Twin:
             nodes=nodes,
             partitions=list(state.get("partitions", [])) if state else [],
             accounting=bool(state.get("accounting")) if state else False,
+            notes=[n for n in state.get("notes") or [] if n.startswith("capped")] if state else [],
+            mounts=list(state.get("mounts") or []) if state else [],
         )

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from toolkit.errors import PctkError
-from toolkit.submit.cluster import load_cluster
+from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,
     describe_shape,
@@ -67,6 +67,7 @@ def submit(
     Examples: pctk submit -q gpu -N 2 -- python train.py --lr 3e-4 ;
     pctk submit --array 0-999%50 -- python sweep.py ; pctk submit --fn mymod:main --wait
     """
+    use_running_twin()
     topo = load_cluster(config)
     qname, efa, itype, gpus = job_from_cluster(topo, queue, gpus_per_node, nodes)
     if fn:
@@ -149,7 +150,8 @@ def jobs(
     since: str = typer.Option("now-1days", "--since", help="sacct start time (e.g. now-7days)."),
     json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
-    """Your jobs: id, name, state, nodes, elapsed, exit code (sacct; squeue without accounting)."""
+    """Your jobs: id, name, state, nodes, elapsed, exit code, why pending (sacct + squeue)."""
+    use_running_twin()
     fields = ["JobID", "JobName", "State", "NNodes", "Elapsed", "ExitCode", "NodeList"]
     user = [] if all_users else ["--user", os.environ.get("USER") or _whoami()]
     r = _run(["sacct", "-X", "-n", "-P", "-S", since, "-o", ",".join(fields), *user])
@@ -159,28 +161,58 @@ def jobs(
         rows = _parse_parsable(r.stdout, fields)
     else:
         source = "squeue"
-        sq = _run(["squeue", "--states=all", "-h", "-o", "%i|%j|%T|%D|%M|%N",
+        sq = _run(["squeue", "--states=all", "-h", "-o", "%i|%j|%T|%D|%M|%N|%r",
                    *(["--user", user[1]] if user else [])])
         if sq.returncode != 0:
             raise PctkError(f"neither sacct nor squeue answered: {sq.stderr.strip()}",
-                            "is slurmctld running? (`pctk local status` for the twin)")
+                            _no_slurm_hint())
         for line in sq.stdout.splitlines():
             p = line.split("|")
             rows.append({"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
-                         "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else ""})
+                         "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else "",
+                         "Reason": p[6] if len(p) > 6 and p[2] == "PENDING" else ""})
+    if source == "sacct":
+        _merge_live(rows, user)
     if json_out:
         print(json.dumps({"source": source, "jobs": rows}, indent=2))
         return
     t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list",
               title=f"jobs (from {source})")
+    t.add_column("reason", overflow="fold")  # PartitionConfig in full, even when narrow
     colors = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
     for row in rows:
         st = row.get("State", "")
         c = colors.get(st.split()[0] if st else "", "red")
         t.add_row(row["JobID"], row.get("JobName", "").replace("\n", "\\n"), f"[{c}]{st}[/]",
                   row.get("NNodes", ""), row.get("Elapsed", ""), row.get("ExitCode", ""),
-                  row.get("NodeList", ""))
+                  row.get("NodeList", ""), row.get("Reason", ""))
     Console().print(t)
+
+
+def _no_slurm_hint() -> str:
+    from toolkit.submit.cluster import SYSTEM_SLURM_CONF
+
+    if not os.environ.get("SLURM_CONF") and not SYSTEM_SLURM_CONF.exists():
+        return "no Slurm here and no twin running: start one with `pctk local up`"
+    return "is slurmctld running? (`pctk local status` for the twin)"
+
+
+def _merge_live(rows: list[dict[str, str]], user: list[str]) -> None:
+    """Why pending jobs wait (sacct does not know; squeue does: PartitionConfig, Resources...),
+    and the jobs slurmdbd has not recorded yet (a second or two after sbatch)."""
+    sq = _run(["squeue", "-h", "-o", "%i|%j|%T|%D|%M|%N|%r",
+               *(["--user", user[1]] if user else [])])
+    live = {}
+    for line in sq.stdout.splitlines() if sq.returncode == 0 else []:
+        p = (line.split("|") + [""] * 7)[:7]
+        live[p[0]] = {"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
+                      "Elapsed": p[4], "ExitCode": "", "NodeList": p[5],
+                      "Reason": p[6] if p[2] == "PENDING" else ""}
+    for row in rows:
+        now = live.pop(row["JobID"], None)
+        pending = row.get("State", "").startswith("PENDING")
+        row["Reason"] = now["Reason"] if now and pending else ""
+    rows.extend(live.values())
 
 
 def _parse_parsable(text: str, fields: list[str]) -> list[dict[str, str]]:
@@ -231,6 +263,7 @@ def logs(
     """Print a job's output, each file under a ==> name <== header; --task for one rank."""
     if not job_id.replace("_", "").isdigit():
         raise PctkError(f"{job_id!r} is not a job id", "use a number like 1234 or 1234_5")
+    use_running_twin()
     paths = _log_paths(job_id, task)
     if not paths and not follow:
         which = f"task {task} of job {job_id}" if task is not None else f"job {job_id}"
@@ -280,6 +313,7 @@ def cancel(
     bad = [j for j in job_ids if not j.replace("_", "").isdigit()]
     if bad:
         raise PctkError(f"not job ids: {', '.join(map(repr, bad))}", "use numbers like 1234")
+    use_running_twin()
     r = _run(["scancel", *job_ids])
     if r.returncode != 0:
         raise PctkError(f"scancel failed: {r.stderr.strip()}")

@@ -20,6 +20,7 @@ from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.submit.efa import efa_env
+from toolkit.submit.feasible import check_satisfiable
 
 _ARRAY = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d+))?$|^(\d+(?:,\d+)*)(?:%(\d+))?$")
 _TIME = re.compile(r"^(\d+)$|^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
@@ -160,6 +161,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     if not job.argv:
         raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
     folder = folder or jobs_dir() / uuid.uuid4().hex[:12]
+    check_satisfiable(_sbatch_args(job, folder)[2:], job.queue)  # [2:]: less sbatch --parsable
     # private: scripts, job.json and the logs Slurm writes into it are the owner's alone
     # (mode 0700 less the umask; the job's own umask, and so its programs' files, unchanged)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -193,7 +195,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
         if r.returncode != 0:
             msg = (r.stderr.strip().splitlines() or ["sbatch failed"])[-1]
             raise PctkError(f"sbatch refused the job: {msg.removeprefix('sbatch: error: ')}",
-                            "check --queue, --nodes, --gpus-per-node and --time")
+                            _sbatch_hint(r.stderr))
         job_id = r.stdout.strip().split(";")[0]
         job_ids.append(job_id)
         tasks += [f"{job_id}_{i}" for i in idx] if chunks else [job_id]
@@ -204,6 +206,13 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     for jid in job_ids:
         register_job(jid, str(folder), "command")
     return sub
+
+
+def _sbatch_hint(stderr: str) -> str:
+    if "configuration source" in stderr or "slurm.conf" in stderr:
+        return ("sbatch finds no Slurm configuration: start the twin with `pctk local up`, "
+                "or run on the head node")
+    return "check --queue, --nodes, --gpus-per-node and --time"
 
 
 def _compact(idx: list[int]) -> str:

@@ -31,8 +31,9 @@ from submitit.slurm.slurm import SlurmExecutor
 
 from toolkit.config.model import ClusterTopology, ComputeResource, Queue
 from toolkit.errors import PctkError
-from toolkit.submit.cluster import load_cluster
+from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.efa import efa_env
+from toolkit.submit.feasible import check_satisfiable
 from toolkit.submit.watcher import PctkSlurmJob
 
 SAFE_SCRIPT_JOB_NAME = "pctk"
@@ -111,6 +112,7 @@ class ClusterExecutor(SlurmExecutor):
         # a new job folder is private (0700 less the umask), like `pctk submit`'s
         utils.JobPaths.get_first_id_independent_folder(self.folder).mkdir(
             mode=0o700, parents=True, exist_ok=True)
+        use_running_twin()  # no SLURM_CONF and no system Slurm: the running twin, if any
         self.topology = load_cluster(cluster)
         self.queue = self.topology.queue(queue) if queue else self.topology.queues[0]
         self.resource = _pick_resource(self.queue, compute_resource)
@@ -197,9 +199,25 @@ class ClusterExecutor(SlurmExecutor):
         name = str(self.parameters.get("job_name", "submitit"))
         return ["sbatch", f"--job-name={name}", str(submission_file_path)]
 
+    def _resource_args(self) -> list[str]:
+        """The sbatch options that decide where the job can run, for ``--test-only``."""
+        p = self.parameters
+        args = [f"--partition={p['partition']}", f"--nodes={p.get('nodes', 1)}",
+                f"--time={p.get('time', 5)}"]
+        for key, flag in (("gpus_per_node", "--gpus-per-node"),
+                          ("ntasks_per_node", "--ntasks-per-node"),
+                          ("cpus_per_task", "--cpus-per-task"), ("mem", "--mem")):
+            if p.get(key):
+                args.append(f"{flag}={p[key]}")
+        if p.get("exclusive"):
+            args.append("--exclusive")
+        return args
+
     def _internal_process_submissions(
         self, delayed_submissions: list[utils.DelayedSubmission]
     ) -> list[core.Job[tp.Any]]:
+        if delayed_submissions:
+            check_satisfiable(self._resource_args(), str(self.parameters["partition"]))
         jobs = self._submit_delayed(delayed_submissions)
         from toolkit.submit.command import register_job
 

@@ -1,0 +1,124 @@
+"""One twin per cluster name under the twin root: ``<root>/<cluster>/``.
+
+Each cluster keeps its own StateSaveLocation, MariaDB and accounting history. One twin runs at
+a time: ``up`` of another config stops the running one (its state stays) and starts or resumes
+the other. ``status``/``env``/``down`` mean the running twin unless a cluster is named.
+A state folder from before this layout (``twin.json`` in the root itself) still counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from toolkit.config.model import load_topology
+from toolkit.errors import PctkError
+from toolkit.local.plan import slurm_cluster_name
+from toolkit.local.twin import Progress, Twin, TwinStatus, resolve_config
+from toolkit.paths import twin_dir
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    return (Path(root) if root else twin_dir()).absolute()
+
+
+def cluster_of(config: str | os.PathLike[str] | None) -> str:
+    """The Slurm cluster name a config's twin gets (its folder name under the root)."""
+    return slurm_cluster_name(load_topology(resolve_config(config)).name)
+
+
+def _recorded(twin: Twin, key: str) -> object:
+    """One field of a twin's twin.json (None when unreadable)."""
+    try:
+        data = json.loads(twin.state_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
+
+
+def _started(twin: Twin) -> float:
+    value = _recorded(twin, "started")
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def known(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
+    """Every twin under the root, by cluster name (a legacy root-level twin included)."""
+    base = root_dir(root)
+    out: dict[str, Twin] = {}
+    legacy = Twin(base)
+    name = _recorded(legacy, "cluster")
+    if isinstance(name, str) and name:
+        out[name] = legacy
+    if base.is_dir():
+        for sub in sorted(base.iterdir()):
+            if (sub / "twin.json").is_file() and sub.name not in out:
+                out[sub.name] = Twin(sub, root=base)
+    return out
+
+
+def running(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
+    """Twins with any daemon up (running or degraded)."""
+    return {n: t for n, t in known(root).items() if t.any_daemon_up()}
+
+
+def select(root: str | os.PathLike[str] | None = None, cluster: str | None = None) -> Twin:
+    """The twin meant: the named cluster's, else the running one, else the last started."""
+    base = root_dir(root)
+    twins = known(base)
+    if cluster:
+        if cluster in twins:
+            return twins[cluster]
+        names = ", ".join(twins) or "none yet"
+        raise PctkError(f"no twin of cluster {cluster!r} in {base}", f"known clusters: {names}")
+    up = running(base)
+    if len(up) > 1:
+        raise PctkError(f"twins of several clusters run: {', '.join(up)}",
+                        "choose one with --cluster NAME")
+    if up:
+        return next(iter(up.values()))
+    if twins:
+        return max(twins.values(), key=_started)
+    return Twin(base / cluster_of(None), root=base)
+
+
+def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None = None, *,
+       nodes: int | None = None, accounting: bool = True, progress: Progress = _quiet
+       ) -> TwinStatus:
+    """Start the config's twin in its own folder, stopping another cluster's running twin."""
+    base = root_dir(root)
+    name = cluster_of(config)
+    twins = known(base)
+    target = twins.get(name) or Twin(base / name, root=base)
+    for other_name, other in running(base).items():
+        if other_name == name:
+            continue
+        progress(f"stopping the twin of cluster {other_name} (state and accounting kept in "
+                 f"{other.state_dir}; `pctk local up --cluster {other_name}` resumes it)")
+        other.down(progress=progress)
+    return target.up(config, nodes=nodes, accounting=accounting, progress=progress)
+
+
+def config_of(twin: Twin) -> str | None:
+    """The config file a twin was last started with."""
+    value = _recorded(twin, "config")
+    return value if isinstance(value, str) else None
+
+
+def nodes_of(twin: Twin) -> int | None:
+    """The --nodes a twin was last started with (None: the config's node counts)."""
+    value = _recorded(twin, "nodes_per_resource")
+    version = _recorded(twin, "version")
+    if not isinstance(version, int) or version < 2:
+        return None  # written when 4 was the silent default, not the user's choice
+    return value if isinstance(value, int) else None
+
+
+def running_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """SLURM_CONF and PCTK_TWIN_DIR of the one running twin ({} when none or several)."""
+    up_now = running(root)
+    return next(iter(up_now.values())).env() if len(up_now) == 1 else {}
