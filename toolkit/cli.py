@@ -53,10 +53,11 @@ COMMANDS = (
                 "Submit a command (multi-node aware: srun across nodes) or a Python function.",
                 registers=True),
     LazyCommand("jobs", "toolkit.submit.cli:register",
-                "Your jobs: id, name, state, nodes, elapsed, exit code (sacct; squeue without "
-                "accounting).", registers=True),
+                "Your jobs: id, name, state, nodes, elapsed, exit code, why pending "
+                "(sacct + squeue).", registers=True),
     LazyCommand("logs", "toolkit.submit.cli:register",
-                "Print a job's output (per task with --task), following it with --follow.",
+                "Print a job's output, each file under a ==> name <== header; --task for one "
+                "rank.",
                 registers=True),
     LazyCommand("cancel", "toolkit.submit.cli:register", "Cancel jobs (scancel).",
                 registers=True),

@@ -79,7 +79,10 @@ def twin_nccl() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("report-browser")
-    with ResultStore(folder / "results.db") as store:
+    # records made here must not pick up a running twin's Slurm config (the session twin
+    # exports SLURM_CONF): only the records built as twin runs are twin runs
+    with pytest.MonkeyPatch.context() as mp, ResultStore(folder / "results.db") as store:
+        mp.delenv("SLURM_CONF", raising=False)
         records.fill_store(store)
         store.add(twin_fsdp(410.0, "2026-01-06T10:00:00Z"))
         store.add(twin_fsdp(432.0, "2026-01-06T10:40:00Z"))

@@ -198,7 +198,10 @@ def test_scontrol_requeue_is_followed_to_the_new_run(dbd_up):
     cli = _pctk_wait("acct-requeue", "bash", "-c", RERUN_SCRIPT)
     try:
         job_id, _ = _until("job runs", lambda: _running_on("acct-requeue"), 60)
-        time.sleep(3)
+        # the watcher names a requeue it saw: a run then a pending job again. It polls every
+        # 5 s plus the sacct call (seconds on a loaded 2-core machine), so give it two polls
+        # of the running job before requeueing (the first run sleeps 240 s)
+        time.sleep(15)
         assert _run("scontrol", "requeue", job_id).returncode == 0
         # the twin restarts a requeued job after 10-30 s
         code, out, err = _finish(cli, 120)
