@@ -14,6 +14,7 @@ to the target are removed on every exit path, including SIGTERM from ``scancel``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import mmap
 import os
@@ -229,10 +230,8 @@ def prune(root: Path) -> None:
     if not root.is_dir():
         return
     for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: -len(w[0])):
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(dirpath)
-        except OSError:
-            pass
 
 
 def _stop(signum: int, _frame: FrameType | None) -> None:

@@ -135,3 +135,42 @@ def test_scancel_mid_run_leaves_no_files(twin, tmp_path: Path) -> None:
     assert twin.wait(job_id, timeout=90) == "CANCELLED"
     time.sleep(1.0)
     assert files_under(target) == [] and list(target.iterdir()) == []
+
+
+def test_pctk_bench_storage_command(twin, tmp_path: Path) -> None:
+    import yaml
+
+    target = tmp_path / "fsx"
+    target.mkdir()
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(fsx_config(target, *FAR_MORE)))
+    pctk = str(Path(sys.executable).parent / "pctk")
+    args = [pctk, "bench", "storage", "-N", "2", "-p", "cpu", "--config", str(config),
+            "--jobs-per-node", "1", "--size-mib", "2", "--ckpt-mib", "1", "--rand-seconds",
+            "1", "--meta-files", "20", "--run-dir", str(tmp_path / "run"), "--timeout", "180"]
+    r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stderr  # FAIL against 98 GB/s provisioned
+    rec = json.loads(r.stdout)
+    assert rec["params"]["target"] == str(target)  # the config's MountDir by default
+    assert rec["verdict"]["status"] == "FAIL" and rec["cluster"]["nodes"] == 2
+    assert list(target.iterdir()) == []
+    r = subprocess.run([pctk, "bench", "storage", "--nodes", "0", "--target", "/fsx"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--nodes must be at least 1" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_sbatch_script_by_hand(twin, tmp_path: Path) -> None:
+    target, out = tmp_path / "fsx", tmp_path / "out"
+    target.mkdir()
+    log = tmp_path / "slurm.out"
+    r = twin.cmd("sbatch", "--parsable", "--nodes=2", "--partition=cpu", f"--chdir={REPO}",
+                 f"--output={log}", f"--export=ALL,PCTK_PYTHON={sys.executable}",
+                 str(REPO / "sbatch" / "storage.sbatch"), "--target", str(target),
+                 "--out-dir", str(out), "--run-id", "h", "--jobs-per-node", "1",
+                 "--size-mib", "2", "--phases", "seq")
+    job_id = r.stdout.strip().split(";")[0]
+    assert twin.wait(job_id, timeout=120) == "COMPLETED", log.read_text()
+    rec = json.loads((out / "record.json").read_text())
+    assert rec["kind"] == "storage" and rec["metrics"]["seq_read"]["total_bytes"] == 4 << 20
+    assert "rand_read" not in rec["metrics"] and list(target.iterdir()) == []

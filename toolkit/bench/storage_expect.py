@@ -70,18 +70,18 @@ def provisioned(entry: dict[str, Any]) -> Provisioned | None:
         return None
     s = entry.get("FsxLustreSettings") or {}
     capacity, kind = s.get("StorageCapacity"), s.get("DeploymentType", "SCRATCH_2")
-    if not isinstance(capacity, int) or capacity <= 0 or s.get("FileSystemId"):
+    if (not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0
+            or s.get("FileSystemId")):
         return None
     tib = capacity / 1024
+    per_unit: int
     if kind in SCRATCH_BASELINE:
-        per_unit = SCRATCH_BASELINE[kind]
-        how = f"{kind} baseline"
+        per_unit, how = SCRATCH_BASELINE[kind], f"{kind} baseline"
     else:
-        per_unit = s.get("PerUnitStorageThroughput")
-        storage = s.get("StorageType", "SSD")
-        if per_unit not in PER_UNIT.get((kind, storage), ()):
+        stated, storage = s.get("PerUnitStorageThroughput"), s.get("StorageType", "SSD")
+        if isinstance(stated, bool) or stated not in PER_UNIT.get((kind, storage), ()):
             return None
-        how = f"{kind} {storage}"
+        per_unit, how = int(stated), f"{kind} {storage}"
     return Provisioned(str(entry.get("MountDir")), tib * per_unit,
                        f"{capacity} GiB = {tib:.2f} TiB x {per_unit} MB/s/TiB ({how})")
 
@@ -99,16 +99,17 @@ def status_for(ratio: float) -> str:
 def judge(measured: dict[str, float], prov: Provisioned | None,
           ceiling_mb_s: float | None) -> tuple[str, list[str], float | None]:
     """Verdict for measured aggregate MB/s per phase: (status, reasons, expected MB/s)."""
-    limits = [(prov.mb_per_s, f"provisioned {prov.mb_per_s:,.0f} MB/s: {prov.formula}")
-              if prov else None,
-              (ceiling_mb_s, f"client network ceiling {ceiling_mb_s:,.0f} MB/s")
-              if ceiling_mb_s else None]
     if prov is None:
         return "UNKNOWN", ["no provisioned throughput in the config for this mount; "
                            "figures only"], None
-    expected, why = min((lim for lim in limits if lim), key=lambda x: x[0])
+    limits = [f"provisioned {prov.mb_per_s:,.0f} MB/s ({prov.formula})"]
+    expected = prov.mb_per_s
+    if ceiling_mb_s:
+        limits.append(f"client network ceiling {ceiling_mb_s:,.0f} MB/s")
+        expected = min(expected, ceiling_mb_s)
+    which = "the lower of " if len(limits) > 1 else ""
     order = ("PASS", "WARN", "FAIL")
-    worst, reasons = "PASS", [f"expected {expected:,.0f} MB/s, the lower of: {why}"]
+    worst, reasons = "PASS", [f"expected {expected:,.0f} MB/s: {which}{' and '.join(limits)}"]
     for phase, mb_s in measured.items():
         ratio = mb_s / expected
         status = status_for(ratio)
