@@ -17,7 +17,8 @@ from typing import Any
 from benchmarks.record import new_record, write_record
 
 MB = 1_000_000
-THROUGHPUT_PHASES = ("seq_write", "seq_read", "ckpt_write", "ckpt_read")
+THROUGHPUT_PHASES = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared",
+                     "ckpt_write", "ckpt_read")
 META_PHASES = ("meta_create", "meta_stat", "meta_remove")
 
 

@@ -31,6 +31,10 @@ class FioJob:
     direct: bool = True
     end_fsync: bool = False
     runtime_s: int = 0  # > 0: time-based, loops over the files for this long
+    # shared-file variant: every job of every node in one file, job k of this node at
+    # (first_slot + k) x size, so the regions tile the file without overlapping
+    shared_file: str | None = None
+    first_slot: int = 0
 
     def text(self) -> str:
         lines = ["[global]", f"directory={self.directory}", "ioengine=psync",
@@ -40,6 +44,10 @@ class FioJob:
             lines.append("end_fsync=1")
         if self.runtime_s > 0:
             lines += ["time_based=1", f"runtime={self.runtime_s}"]
+        if self.shared_file:
+            lines += [f"filename={self.shared_file}",
+                      f"offset={self.first_slot * self.size_mib}M",
+                      f"offset_increment={self.size_mib}M"]
         lines += ["", f"[{self.name}]", f"rw={self.rw}"]
         return "\n".join(lines) + "\n"
 

@@ -5,7 +5,8 @@
 Before writing any data it refuses a target that lacks the free space the run needs, or
 that is not shared between the nodes (each node leaves a marker; all must see all). Then
 phases run in step, a barrier before each: sequential write and read (1 MiB blocks, one
-file per process), random 4 KiB reads, the checkpoint pattern (each rank writes its shard,
+file per process), random 4 KiB reads, sequential write and read of one file shared by
+every process of every node (disjoint regions), the checkpoint pattern (each rank writes its shard,
 then reads it back), metadata create/stat/remove. Each node writes ``node-NAME.json`` and
 fio's raw reports into the out folder; node 0 then builds the record. The files written
 to the target are removed on every exit path, including SIGTERM from ``scancel``.
@@ -31,8 +32,9 @@ from typing import Any
 from benchmarks.storage import barrier, fio, metadata
 
 MiB = 1 << 20
-PHASES = ("seq", "rand", "ckpt", "meta")
+PHASES = ("seq", "rand", "shared", "ckpt", "meta")
 REFUSED = 3  # exit status of a refused target
+SHARED_FILE = "shared.dat"
 MARGIN_BYTES = 64 * MiB  # beyond the data itself: fio's and the metadata phase's small files
 
 
@@ -56,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rand-seconds", type=int, default=10)
     p.add_argument("--meta-files", type=int, default=1000, help="per node")
     p.add_argument("--phases", default=",".join(PHASES))
+    p.add_argument("--no-direct", action="store_true",
+                   help="buffered I/O even where O_DIRECT works (it is probed otherwise)")
     p.add_argument("--share-timeout", type=float, default=30.0)
     p.add_argument("--phase-timeout", type=float, default=3600.0)
     p.add_argument("--fio", default="fio")
@@ -73,6 +77,8 @@ def expand_target(target: str, node: str) -> Path:
 def needed_bytes(args: argparse.Namespace, nodes: int, phases: list[str]) -> int:
     per_node = 0
     if "seq" in phases or "rand" in phases:
+        per_node += args.jobs_per_node * args.size_mib * MiB
+    if "shared" in phases:  # kept until the end of the run: other nodes may still read it
         per_node += args.jobs_per_node * args.size_mib * MiB
     if "ckpt" in phases:
         per_node += args.jobs_per_node * args.ckpt_mib * MiB
@@ -129,6 +135,7 @@ class NodeRun:
         self.target = expand_target(args.target, self.node)
         self.work = self.target / f".pctk-storage-{args.run_id}"
         self.data = self.work / "data" / self.node
+        self.shared = self.work / "shared"  # the shared-file variant's one file
         self.out = args.out_dir
         self.procs: list[subprocess.Popen[bytes]] = []
         self.result: dict[str, Any] = {"node": self.node, "rank": self.rank, "phases": {}}
@@ -163,12 +170,13 @@ class NodeRun:
     def run(self, phases: list[str]) -> None:
         a = self.args
         self.data.mkdir(parents=True, exist_ok=True)
-        direct = direct_io_works(self.data)
+        direct = not a.no_direct and direct_io_works(self.data)
         self.result["direct"] = direct
 
         def job(name: str, rw: str, **kw: Any) -> fio.FioJob:
-            return fio.FioJob(name=name, rw=rw, directory=self.data, numjobs=a.jobs_per_node,
-                              **{"size_mib": a.size_mib, "direct": direct, **kw})
+            return fio.FioJob(name=name, rw=rw, numjobs=a.jobs_per_node,
+                              **{"directory": self.data, "size_mib": a.size_mib,
+                                 "direct": direct, **kw})
 
         if "seq" in phases or "rand" in phases:
             self.fio_phase("seq_write", job("seq", "write", end_fsync=not direct))
@@ -178,6 +186,14 @@ class NodeRun:
             self.fio_phase("rand_read", job("seq", "randread", block=fio.BLOCK_RAND,
                                             runtime_s=a.rand_seconds))
         remove_matching(self.data, "seq.")
+        if "shared" in phases:
+            self.shared.mkdir(parents=True, exist_ok=True)
+            slot = self.rank * a.jobs_per_node
+            self.fio_phase("seq_write_shared", job("shared", "write", directory=self.shared,
+                                                   shared_file=SHARED_FILE, first_slot=slot,
+                                                   end_fsync=not direct))
+            self.fio_phase("seq_read_shared", job("shared", "read", directory=self.shared,
+                                                  shared_file=SHARED_FILE, first_slot=slot))
         if "ckpt" in phases:
             # checkpoints are buffered writes made durable by fsync (torch.save, DCP)
             self.fio_phase("ckpt_write", job("ckpt", "write", size_mib=a.ckpt_mib,
@@ -201,6 +217,7 @@ class NodeRun:
         on a failed or stopped run: while others may still poll a barrier, markers stay."""
         self.stop_fio()
         shutil.rmtree(self.data, ignore_errors=True)
+        (self.shared / SHARED_FILE).unlink(missing_ok=True)  # the run is over for all nodes
         for marker in self.work.glob(f"*/*/{self.node}"):
             marker.unlink(missing_ok=True)
         for marker in self.work.glob(f"*/{self.node}"):
@@ -289,7 +306,8 @@ def vars_for_record(args: argparse.Namespace, phases: list[str], nodes: int) -> 
     return {"target": args.target, "nodes": nodes, "jobs_per_node": args.jobs_per_node,
             "size_mib": args.size_mib, "ckpt_mib": args.ckpt_mib,
             "rand_seconds": args.rand_seconds, "meta_files": args.meta_files,
-            "phases": phases, "block_seq": fio.BLOCK_SEQ, "block_rand": fio.BLOCK_RAND,
+            "phases": phases, "no_direct": args.no_direct, "block_seq": fio.BLOCK_SEQ,
+            "block_rand": fio.BLOCK_RAND,
             "run_id": args.run_id}
 
 

@@ -61,6 +61,7 @@ def test_record_totals_are_the_sum_of_the_fio_reports(four_node_run) -> None:
     assert sorted(rec["cluster"]["hosts"]) == [f"cpu-dy-c5-{i}" for i in range(1, 5)]
     m = rec["metrics"]
     for phase, side in (("seq_write", "write"), ("seq_read", "read"),
+                        ("seq_write_shared", "write"), ("seq_read_shared", "read"),
                         ("ckpt_write", "write"), ("ckpt_read", "read")):
         reports = sorted(run_dir.glob(f"fio-*-{phase}.json"))
         assert len(reports) == 4
@@ -73,6 +74,7 @@ def test_record_totals_are_the_sum_of_the_fio_reports(four_node_run) -> None:
         assert len(m[phase]["per_node"]) == 4
     per_rank = SMALL["size_mib"] << 20
     assert m["seq_write"]["total_bytes"] == 4 * SMALL["jobs_per_node"] * per_rank
+    assert m["seq_read_shared"]["total_bytes"] == 4 * SMALL["jobs_per_node"] * per_rank
     reports = [json.loads(p.read_text())["jobs"][0]["read"]
                for p in run_dir.glob("fio-*-rand_read.json")]
     assert m["rand_read"]["total_ios"] == sum(r["total_ios"] for r in reports) > 0

@@ -37,10 +37,11 @@ class StorageJob:
     ckpt_mib: int = 1024
     rand_seconds: int = 10
     meta_files: int = 1000
-    phases: str = "seq,rand,ckpt,meta"
+    phases: str = "seq,rand,shared,ckpt,meta"
     partition: str | None = None
     time_limit: str | None = None
     share_timeout: float = 30.0
+    direct: bool = True  # False: buffered I/O even where O_DIRECT works
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def node_args(self) -> list[str]:
@@ -48,7 +49,8 @@ class StorageJob:
                 self.run_id, "--jobs-per-node", str(self.jobs_per_node), "--size-mib",
                 str(self.size_mib), "--ckpt-mib", str(self.ckpt_mib), "--rand-seconds",
                 str(self.rand_seconds), "--meta-files", str(self.meta_files), "--phases",
-                self.phases, "--share-timeout", str(self.share_timeout)]
+                self.phases, "--share-timeout", str(self.share_timeout),
+                *([] if self.direct else ["--no-direct"])]
 
     def sbatch_args(self) -> list[str]:
         args = [f"--nodes={self.nodes}", "--ntasks-per-node=1", f"--chdir={REPO}",
@@ -65,6 +67,10 @@ def validate(job: StorageJob) -> None:
                  "meta_files"):
         if getattr(job, name) < 1:
             raise PctkError(f"--{name.replace('_', '-')} must be at least 1")
+    from benchmarks.storage.node import PHASES
+
+    if unknown := sorted(set(job.phases.split(",")) - set(PHASES) - {""}):
+        raise PctkError(f"unknown phase(s) {', '.join(unknown)}", f"use {','.join(PHASES)}")
     if not job.target.startswith("/"):
         raise PctkError(f"--target {job.target!r} is not an absolute path",
                         "give the folder as the nodes see it, e.g. /fsx/bench")

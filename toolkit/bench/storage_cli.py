@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from benchmarks.storage.aggregate import THROUGHPUT_PHASES
 from toolkit.bench import storage_expect as expect
 from toolkit.bench.storage import StorageJob, default_run_dir, run_storage
 from toolkit.errors import PctkError
@@ -36,7 +37,7 @@ def _cell(value: float | None, fmt: str) -> str:
 def table_rows(rec: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(phase, aggregate, slowest node, per-node range) for each measured phase."""
     m, rows = rec["metrics"], []
-    for phase in ("seq_write", "seq_read", "ckpt_write", "ckpt_read"):
+    for phase in THROUGHPUT_PHASES:
         if phase in m:
             rates = [n["mb_per_s"] for n in m[phase]["per_node"].values()]
             rows.append((phase, f"{_cell(m[phase]['mb_per_s'], ',.0f')} MB/s",
@@ -93,7 +94,9 @@ def storage_command(
     ckpt_mib: int = typer.Option(1024, help="MiB shard per rank, checkpoint phase."),
     rand_seconds: int = typer.Option(10, help="Seconds of random 4 KiB reads."),
     meta_files: int = typer.Option(1000, help="Files per node, metadata phase."),
-    phases: str = typer.Option("seq,rand,ckpt,meta", help="Phases to run."),
+    phases: str = typer.Option("seq,rand,shared,ckpt,meta", help="Phases to run."),
+    direct: bool = typer.Option(True, "--direct/--no-direct",
+                                help="O_DIRECT where the mount allows it (probed)."),
     partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
     time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
     share_timeout: float = typer.Option(
@@ -114,7 +117,8 @@ def storage_command(
                      run_dir=(run_dir or default_run_dir()).resolve(),
                      jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
                      rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
-                     partition=partition, time_limit=time_limit, share_timeout=share_timeout)
+                     partition=partition, time_limit=time_limit, share_timeout=share_timeout,
+                     direct=direct)
     gbps = _network_gbps(instance_type)
     rec = run_storage(job, config=data, network_gbps=gbps, timeout=timeout,
                       detect_instance=instance_type is None)
