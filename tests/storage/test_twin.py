@@ -149,13 +149,17 @@ def test_pctk_bench_storage_command(twin, tmp_path: Path) -> None:
     pctk = str(Path(sys.executable).parent / "pctk")
     args = [pctk, "bench", "storage", "-N", "2", "-p", "cpu", "--config", str(config),
             "--jobs-per-node", "1", "--size-mib", "2", "--ckpt-mib", "1", "--rand-seconds",
-            "1", "--meta-files", "20", "--run-dir", str(tmp_path / "run"), "--timeout", "180"]
+            "1", "--meta-files", "20", "--run-dir", str(tmp_path / "run"), "--timeout", "180",
+            "--db", str(tmp_path / "results.db")]
     r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=240)
     assert r.returncode == 1, r.stderr  # FAIL against 98 GB/s provisioned
     rec = json.loads(r.stdout)
     assert rec["params"]["target"] == str(target)  # the config's MountDir by default
     assert rec["verdict"]["status"] == "FAIL" and rec["cluster"]["nodes"] == 2
     assert list(target.iterdir()) == []
+    r = subprocess.run([pctk, "results", "list", "--db", str(tmp_path / "results.db"),
+                        "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and rec["id"] in r.stdout  # stored automatically
     r = subprocess.run([pctk, "bench", "storage", "--nodes", "0", "--target", "/fsx"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--nodes must be at least 1" in r.stderr

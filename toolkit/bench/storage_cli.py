@@ -30,6 +30,18 @@ def _network_gbps(instance_type: str | None) -> float | None:
     return catalog.get(instance_type).network_gbps
 
 
+def _store(record: Path, db: Path | None) -> str:
+    """Add the record (with the fio reports it names) to the results database; its id."""
+    from toolkit.results.ingest import load_record_files, store_record_files
+    from toolkit.results.store import ResultStore
+
+    store = ResultStore(db)
+    try:
+        return store_record_files(store, load_record_files([record]))[0].id
+    finally:
+        store.close()
+
+
 def _cell(value: float | None, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, int | float) else "-"
 
@@ -104,6 +116,11 @@ def storage_command(
     run_dir: Annotated[Path | None, typer.Option(
         help="Shared folder for the job's log, fio reports and record.")] = None,
     timeout: float | None = typer.Option(None, help="Give up waiting after this many s."),
+    store: bool = typer.Option(True, "--store/--no-store",
+                               help="Add the record and fio reports to the results database."),
+    db: Path | None = typer.Option(None, "--db", envvar="PCTK_RESULTS_DB",
+                                   help="Results database file (default: <state home>/"
+                                        "results.db)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Shared file system throughput, IOPS and metadata rates from N nodes at once (fio)."""
@@ -122,10 +139,13 @@ def storage_command(
     gbps = _network_gbps(instance_type)
     rec = run_storage(job, config=data, network_gbps=gbps, timeout=timeout,
                       detect_instance=instance_type is None)
+    stored = _store(job.run_dir / "record.json", db) if store else None
     if as_json:
         typer.echo(json.dumps(rec, indent=2, sort_keys=True))
     else:
         print_table(rec)
         typer.echo(f"record: {job.run_dir / 'record.json'}")
+        if stored:
+            typer.echo(f"stored as {stored}")
     if rec["verdict"]["status"] == "FAIL":
         raise typer.Exit(1)
