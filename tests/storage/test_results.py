@@ -64,3 +64,21 @@ def test_headline_and_prometheus_gauges(measured: dict[str, Any], tmp_path: Path
     assert families["pctk_storage_iops"]["samples"][0][1] > 0
     regressions = {s[0]["kind"]: s[1] for s in families["pctk_baseline_regressions"]["samples"]}
     assert regressions["storage"] == 1
+
+
+def test_report_plots_throughput_against_node_count(measured: dict[str, Any],
+                                                    tmp_path: Path) -> None:
+    from toolkit.results.report import build_report
+
+    store = ResultStore(tmp_path / "results.db")
+    store.add(measured)
+    two = slower(measured, "seq_read", 1.8)
+    two["params"]["nodes"] = 2
+    store.add(two)
+    html = build_report(store)
+    section = html.split("<h2>Storage: shared file system throughput</h2>", 1)[1]
+    section = section.split("</section>", 1)[0]
+    assert 'alt="storage throughput against node count' in section
+    assert "data:image/png;base64," in section
+    assert 'data-points="12"' in section  # 6 throughput phases x 2 node counts
+    assert "train-a" in section and "IOPS" in section
