@@ -30,9 +30,13 @@ def throughput(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     total = sum(n["bytes"] for n in nodes.values())
     slowest = max(n["seconds"] for n in nodes.values())
     rate = _rate(total, slowest)
+    walls = [n["wall_s"] for n in nodes.values() if isinstance(n.get("wall_s"), int | float)]
     return {
         "total_bytes": total, "slowest_node_s": slowest,
         "mb_per_s": rate / MB if rate is not None else None,
+        # from the barrier to fio's exit, start-up included: a bound on what fio's own
+        # runtime leaves out
+        "slowest_node_wall_s": max(walls) if walls else None,
         "per_node": {name: {"bytes": n["bytes"], "seconds": n["seconds"],
                             "mb_per_s": (_rate(n["bytes"], n["seconds"]) or 0) / MB}
                      for name, n in sorted(nodes.items())},
