@@ -124,6 +124,10 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
     """
     validate(job)
     job.run_dir.mkdir(parents=True, exist_ok=True)
+    if leftovers := [p.name for pattern in ("record.json", "node-*.json", "refused-*.json")
+                     for p in job.run_dir.glob(pattern)]:
+        raise PctkError(f"run folder {job.run_dir} already holds a run ({leftovers[0]})",
+                        "pick a new --run-dir")
     job_id = slurm.sbatch(job.sbatch_args(), env=job_env())
     state = slurm.wait_job(job_id, timeout=timeout, on_state=on_state)
     log = job.run_dir / f"slurm-{job_id}.out"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +41,20 @@ def _store(record: Path, db: Path | None) -> str:
         return store_record_files(store, load_record_files([record]))[0].id
     finally:
         store.close()
+
+
+def _run_with_status(job: StorageJob, config: Any, gbps: float | None,
+                     timeout: float | None, detect_instance: bool, quiet: bool
+                     ) -> dict[str, Any]:
+    from rich.console import Console
+
+    console = Console(stderr=True, quiet=quiet)
+    start = time.monotonic()
+    with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
+        return run_storage(job, config=config, network_gbps=gbps, timeout=timeout,
+                           detect_instance=detect_instance, on_state=lambda state:
+                           status.update(f"storage benchmark: job {state} "
+                                         f"({time.monotonic() - start:.0f}s)"))
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -137,8 +152,7 @@ def storage_command(
                      partition=partition, time_limit=time_limit, share_timeout=share_timeout,
                      direct=direct)
     gbps = _network_gbps(instance_type)
-    rec = run_storage(job, config=data, network_gbps=gbps, timeout=timeout,
-                      detect_instance=instance_type is None)
+    rec = _run_with_status(job, data, gbps, timeout, instance_type is None, quiet=as_json)
     stored = _store(job.run_dir / "record.json", db) if store else None
     if as_json:
         typer.echo(json.dumps(rec, indent=2, sort_keys=True))
