@@ -180,3 +180,36 @@ def test_sbatch_script_by_hand(twin, tmp_path: Path) -> None:
     rec = json.loads((out / "record.json").read_text())
     assert rec["kind"] == "storage" and rec["metrics"]["seq_read"]["total_bytes"] == 4 << 20
     assert "rand_read" not in rec["metrics"] and list(target.iterdir()) == []
+
+
+def test_ctrl_c_while_waiting_names_the_job_and_scancel_cleans_up(twin, tmp_path: Path
+                                                                  ) -> None:
+    import signal
+
+    target = tmp_path / "fsx"
+    target.mkdir()
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "pctk"), "bench", "storage", "-N", "2", "-p", "cpu",
+         "--target", str(target), "--run-dir", str(run_dir), "--jobs-per-node", "1",
+         "--size-mib", "2", "--rand-seconds", "60", "--phases", "seq,rand", "--no-store"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(run_dir.glob("fio-*-rand_read.fio"))) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, "never reached rand"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "stopped waiting for job" in err and "scancel" in err and "Traceback" not in err
+    job_id = err.split("stopped waiting for job ", 1)[1].split(";", 1)[0]
+    assert files_under(target), "the job keeps running after the driver stops waiting"
+    twin.cmd("scancel", job_id)
+    assert twin.wait(job_id, timeout=90) == "CANCELLED"
+    time.sleep(1.0)
+    assert list(target.iterdir()) == []

@@ -129,7 +129,14 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
         raise PctkError(f"run folder {job.run_dir} already holds a run ({leftovers[0]})",
                         "pick a new --run-dir")
     job_id = slurm.sbatch(job.sbatch_args(), env=job_env())
-    state = slurm.wait_job(job_id, timeout=timeout, on_state=on_state)
+    try:
+        state = slurm.wait_job(job_id, timeout=timeout, on_state=on_state)
+    except KeyboardInterrupt:
+        err = PctkError(f"stopped waiting for job {job_id}; it keeps running and writes "
+                        f"{job.run_dir / 'record.json'}",
+                        f"`scancel {job_id}` stops it (its files are removed)")
+        err.exit_code = 130
+        raise err from None
     log = job.run_dir / f"slurm-{job_id}.out"
     if refused := refusals(job.run_dir):
         raise PctkError(f"target {job.target} refused before any data was written: "
