@@ -98,8 +98,9 @@ def read_node_results(folder: Path) -> list[dict[str, Any]]:
 
 def write_from_folder(folder: Path, params: dict[str, Any]) -> Path:
     results = read_node_results(folder)
-    raw = sorted(p.name for p in folder.glob("fio-*.json")) + sorted(
-        p.name for p in folder.glob("node-*.json"))
+    # fio's reports, the job files that reproduce them with plain fio, the node results
+    raw = sorted(p.name for pattern in ("fio-*.json", "fio-*.fio", "node-*.json")
+                 for p in folder.glob(pattern))
     rec = new_record("storage", params=params, metrics=metrics_from(results),
                      cluster={"hosts": sorted(r["node"] for r in results)}, raw_logs=raw)
     return write_record(folder / "record.json", rec)
