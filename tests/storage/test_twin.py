@@ -95,11 +95,15 @@ def test_verdict_trips_both_ways(four_node_run) -> None:
 
 
 def test_record_is_accepted_by_results_add(four_node_run, tmp_path: Path) -> None:
-    _rec, run_dir, _target = four_node_run
+    rec, run_dir, _target = four_node_run
     r = subprocess.run([str(Path(sys.executable).parent / "pctk"), "results", "add",
                         str(run_dir / "record.json"), "--db", str(tmp_path / "r.db"),
                         "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+    added = json.loads(r.stdout)["added"][0]
+    assert added["kind"] == "storage" and added["id"] == rec["id"]
+    # 7 fio phases x (report + job file) + the node result, on 4 nodes
+    assert added["logs"] == len(rec["raw_logs"]) == 4 * (7 * 2 + 1)
 
 
 def test_target_not_shared_between_nodes_is_refused(twin, tmp_path: Path) -> None:
