@@ -15,7 +15,7 @@ PCTK := $(VENV)/bin/pctk
 # (e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu).
 TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
-APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-venv \
+APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-venv fio \
                 shellcheck chromium
 CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo

@@ -18,3 +18,7 @@ from toolkit.nccl.cli import collectives as collectives_command  # noqa: E402
 
 app.add_typer(nccl_app, name="nccl")
 app.command("collectives")(collectives_command)
+
+from toolkit.bench.storage_cli import storage_command  # noqa: E402
+
+app.command("storage")(storage_command)

@@ -306,7 +306,7 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
     if against:
         raise PctkError("--against needs a result ID to compare", "pass ID before --against")
     comparisons = []
-    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health"]:
+    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage"]:
         for current in store.latest(k):
             key = group_key(current)
             if (cluster is not None and key[0] != cluster) or (

@@ -141,6 +141,18 @@ def compare_health(current: dict[str, Any], baseline: dict[str, Any], out: Compa
                 ))
 
 
+def compare_storage(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
+                    out: Comparison) -> None:
+    cur, base = m.storage_scalars(current), m.storage_scalars(baseline)
+    for key in sorted(base):
+        if key not in cur:
+            out.notes.append(f"{key}: in the baseline, not measured now")
+            continue
+        change = _change(cur[key], base[key])
+        out.points.append(Point(key, "all nodes (stonewall)", base[key], cur[key], change,
+                                change is not None and change < -threshold))
+
+
 def compare_records(current: dict[str, Any], baseline: dict[str, Any],
                     threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     if current["kind"] != baseline["kind"]:
@@ -157,6 +169,8 @@ def compare_records(current: dict[str, Any], baseline: dict[str, Any],
         compare_training(current, baseline, threshold, out)
     elif current["kind"] == "health":
         compare_health(current, baseline, out)
+    elif current["kind"] == "storage":
+        compare_storage(current, baseline, threshold, out)
     if not out.points and not out.notes:
         out.notes.append("nothing comparable in these two records")
     return out

@@ -15,6 +15,12 @@ BUSBW_KINDS = ("nccl-tests", "collectives")
 HEALTH_STATUSES = ("OK", "WARN", "FAIL", "SKIP")
 # Higher is better for both; the tuple is (metric key, label for people).
 TRAINING_METRICS = (("tokens_per_s_per_gpu", "tokens/s per GPU"), ("mfu", "MFU"))
+# storage records (benchmarks/storage): (phase, figure) pairs, all higher-is-better
+STORAGE_FIGURES = (("seq_write", "mb_per_s"), ("seq_read", "mb_per_s"),
+                   ("seq_write_shared", "mb_per_s"), ("seq_read_shared", "mb_per_s"),
+                   ("ckpt_write", "mb_per_s"), ("ckpt_read", "mb_per_s"),
+                   ("rand_read", "iops"), ("meta_create", "per_s"), ("meta_stat", "per_s"),
+                   ("meta_remove", "per_s"))
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,20 @@ def _checkpoint_timings(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def storage_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """``<phase>_<figure>`` (``seq_read_mb_per_s``, ``rand_read_iops``...) of a storage
+    record's aggregate (stonewall) figures."""
+    if record.get("kind") != "storage":
+        return {}
+    metrics = record.get("metrics") or {}
+    out: dict[str, float] = {}
+    for phase, figure in STORAGE_FIGURES:
+        section = metrics.get(phase)
+        if isinstance(section, dict) and (value := _number(section.get(figure))) is not None:
+            out[f"{phase}_{figure}"] = value
+    return out
+
+
 def per_step_series(record: dict[str, Any], key: str) -> list[tuple[int, float]]:
     """(step, value) pairs for a per-step metric, where the record carries them.
 
@@ -273,6 +293,13 @@ def headline(record: dict[str, Any]) -> str:
         if "step_time_p50_s" in scalars:
             parts.append(f"step p50 {scalars['step_time_p50_s']:.3f}s")
         return ", ".join(parts) or "no training metrics"
+    if kind == "storage":
+        sc = storage_scalars(record)
+        parts = [f"{label} {sc[key]:,.0f} MB/s" for key, label in (
+            ("seq_write_mb_per_s", "write"), ("seq_read_mb_per_s", "read")) if key in sc]
+        if "rand_read_iops" in sc:
+            parts.append(f"{sc['rand_read_iops']:,.0f} IOPS")
+        return ", ".join(parts) or "no storage figures"
     if kind == "health":
         matrix = health_matrix(record)
         counts: dict[str, int] = {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from matplotlib import dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from toolkit.results import metrics as m
 
@@ -151,6 +151,28 @@ def loss_chart(curves: dict[str, list[tuple[int, float]]]) -> str:
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.set_title("loss of the latest training run", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return png_data_uri(fig)
+
+
+def storage_scaling(series: dict[str, list[tuple[int, float]]], title: str,
+                    expected_mb_s: float | None = None) -> str:
+    """Aggregate (stonewall) MB/s against node count, one line per phase; the config's
+    expectation as a horizontal line where the record carries one."""
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    for phase, points in sorted(series.items()):
+        points = sorted(points)
+        ax.plot([n for n, _ in points], [v for _, v in points], marker="o", markersize=3,
+                label=phase)
+    if expected_mb_s:
+        ax.axhline(expected_mb_s, color=EXPECTED_COLOR, linewidth=1.5,
+                   label=f"expected {expected_mb_s:,.0f} MB/s")
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("aggregate MB/s (stonewall)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return png_data_uri(fig)

@@ -23,6 +23,13 @@ from toolkit.results.store import ResultStore, group_key
 VERDICT_CODE = {"PASS": 0, "WARN": 1, "FAIL": 2, "UNKNOWN": 3}
 HEALTH_CODE = {"OK": 0, "WARN": 1, "FAIL": 2, "SKIP": 3, "UNKNOWN": 3}
 GB = 1e9  # nccl-tests' GB/s are decimal gigabytes
+STORAGE_FAMILIES = {  # storage record figure -> (family, help, scale to the base unit)
+    "mb_per_s": ("pctk_storage_throughput_bytes_per_second",
+                 "Shared file system throughput over all nodes (stonewall), by phase.", 1e6),
+    "iops": ("pctk_storage_iops", "Random 4 KiB read operations per second, all nodes.", 1.0),
+    "per_s": ("pctk_storage_metadata_ops_per_second",
+              "Files created, stat'ed or removed per second over all nodes, by phase.", 1.0),
+}
 GIB = float(1 << 30)
 
 # fsdp metric key -> (family, help, scale to base unit)
@@ -92,7 +99,7 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
     def family(name: str, help_text: str) -> Family:
         return fams.setdefault(name, Family(name, help_text))
 
-    for kind in ("nccl-tests", "collectives", "fsdp", "health"):
+    for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage"):
         for record in store.latest(kind):
             group = _group_labels(record)
             labels = {**group, "kind": kind}
@@ -132,6 +139,11 @@ def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dic
     for key, (name, help_text, scale) in TRAINING_FAMILIES.items():
         if key in scalars:
             family(name, help_text).add(group, scalars[key] * scale)
+    storage = m.storage_scalars(record)
+    for phase, figure in m.STORAGE_FIGURES:
+        if (figure_value := storage.get(f"{phase}_{figure}")) is not None:
+            name, help_text, factor = STORAGE_FAMILIES[figure]
+            family(name, help_text).add({**group, "phase": phase}, figure_value * factor)
     for node, checks in m.health_matrix(record).items():
         for check, cell in checks.items():
             family("pctk_health_check_status",

@@ -294,7 +294,7 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
 
 
 VERDICT_ORDER = ("PASS", "UNKNOWN", "WARN", "FAIL")
-VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health")
+VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage")
 
 
 def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) -> str:
@@ -343,6 +343,42 @@ def _first_reason(record: dict[str, Any]) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+STORAGE_PLOTTED = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared",
+                   "ckpt_write", "ckpt_read")
+
+
+def storage_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
+    """Per cluster and type: aggregate MB/s against node count (every stored storage run, the
+    newest figure per node count and phase), and the latest run's headline."""
+    scaling: dict[tuple[str, str], dict[str, dict[int, float]]] = defaultdict(dict)
+    for record in reversed(store.list(kind="storage")):  # oldest first: newest wins
+        key, nodes = group_key(record), record.get("params", {}).get("nodes")
+        if key not in groups or not isinstance(nodes, int):
+            continue
+        scalars = m.storage_scalars(record)
+        for phase in STORAGE_PLOTTED:
+            if (value := scalars.get(f"{phase}_mb_per_s")) is not None:
+                scaling[key].setdefault(phase, {})[nodes] = value
+    if not scaling:
+        return '<p class="empty">no storage results</p>'
+    images, rows = [], []
+    for record in store.latest("storage"):
+        key = group_key(record)
+        if key not in scaling:
+            continue
+        series = {phase: sorted(points.items()) for phase, points in scaling[key].items()}
+        expected = record.get("metrics", {}).get("expected_mb_per_s")
+        title = f"{group_label(key)}: {record.get('params', {}).get('target', '?')}"
+        images.append(_img(plots.storage_scaling(series, title, expected if isinstance(
+            expected, int | float) else None), "storage throughput against node count",
+            sum(map(len, series.values()))))
+        rows.append([f"<td>{esc(group_label(key))}{twin_mark([record])}</td>",
+                     td(record["created"]), td(m.headline(record)),
+                     td(_status(record), _status(record))])
+    return (f'<div class="plots">{"".join(images)}</div>'
+            + table(["cluster / type", "latest run", "figures", "verdict"], rows))
+
+
 def build_report(store: ResultStore, cluster: str | None = None,
                  instance_type: str | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> str:
@@ -362,6 +398,7 @@ def build_report(store: ResultStore, cluster: str | None = None,
         ("Regressions against baselines", regressions_section(comparisons)),
         ("Interconnect: bus bandwidth by message size", interconnect_section(store, keys)),
         ("Training: throughput and MFU", training_section(store, keys)),
+        ("Storage: shared file system throughput", storage_section(store, keys)),
         ("Node health", health_section(store, keys)),
     ]
     body = "".join(f"<section><h2>{esc(t)}</h2>{content}</section>" for t, content in sections)

@@ -1,0 +1,106 @@
+"""Combine the per-node results into one ``storage`` record.
+
+Throughput is stonewalled: every phase starts on all nodes together (a barrier), so the
+aggregate is the bytes of all nodes over the slowest node's time, never a sum of per-node
+rates measured over different intervals. Each node's time is fio's own runtime for the
+phase (the longest of its jobs), which leaves out fio's start-up. MB is 10^6 bytes, the
+unit AWS uses for FSx throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from benchmarks.record import new_record, write_record
+
+MB = 1_000_000
+THROUGHPUT_PHASES = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared",
+                     "ckpt_write", "ckpt_read")
+META_PHASES = ("meta_create", "meta_stat", "meta_remove")
+
+
+def _rate(amount: float, seconds: float) -> float | None:
+    return amount / seconds if seconds > 0 else None
+
+
+def throughput(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    total = sum(n["bytes"] for n in nodes.values())
+    slowest = max(n["seconds"] for n in nodes.values())
+    rate = _rate(total, slowest)
+    walls = [n["wall_s"] for n in nodes.values() if isinstance(n.get("wall_s"), int | float)]
+    return {
+        "total_bytes": total, "slowest_node_s": slowest,
+        "mb_per_s": rate / MB if rate is not None else None,
+        # from the barrier to fio's exit, start-up included: a bound on what fio's own
+        # runtime leaves out
+        "slowest_node_wall_s": max(walls) if walls else None,
+        "per_node": {name: {"bytes": n["bytes"], "seconds": n["seconds"],
+                            "mb_per_s": (_rate(n["bytes"], n["seconds"]) or 0) / MB}
+                     for name, n in sorted(nodes.items())},
+    }
+
+
+def random_reads(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    total = sum(n["ios"] for n in nodes.values())
+    slowest = max(n["seconds"] for n in nodes.values())
+    p50 = [n["lat_p50_us"] for n in nodes.values() if n["lat_p50_us"] is not None]
+    p99 = [n["lat_p99_us"] for n in nodes.values() if n["lat_p99_us"] is not None]
+    return {
+        "total_ios": total, "total_bytes": sum(n["bytes"] for n in nodes.values()),
+        "slowest_node_s": slowest, "iops": _rate(total, slowest),
+        # fio merges its jobs' histograms within a node; across nodes only the per-node
+        # percentiles exist, so the record gives their median and worst, not a merged one
+        "lat_p50_us_median_node": statistics.median(p50) if p50 else None,
+        "lat_p99_us_worst_node": max(p99) if p99 else None,
+        "per_node": {name: {"ios": n["ios"], "seconds": n["seconds"], "iops": n["iops"],
+                            "lat_p50_us": n["lat_p50_us"], "lat_p99_us": n["lat_p99_us"]}
+                     for name, n in sorted(nodes.items())},
+    }
+
+
+def metadata_rates(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    files = sum(n["files"] for n in nodes.values())
+    slowest = max(n["seconds"] for n in nodes.values())
+    return {"total_files": files, "slowest_node_s": slowest, "per_s": _rate(files, slowest),
+            "per_node": {name: {"files": n["files"], "seconds": n["seconds"],
+                                "per_s": _rate(n["files"], n["seconds"])}
+                         for name, n in sorted(nodes.items())}}
+
+
+def metrics_from(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's metrics from the node results (``node-NAME.json`` contents)."""
+    by_phase: dict[str, dict[str, dict[str, Any]]] = {}
+    for res in results:
+        for phase, figures in res["phases"].items():
+            by_phase.setdefault(phase, {})[res["node"]] = figures
+    metrics: dict[str, Any] = {
+        "direct_io": all(r.get("direct") for r in results),
+        "direct_io_per_node": {r["node"]: bool(r.get("direct")) for r in results},
+        "fio_version": next((f["fio_version"] for p in by_phase.values() for f in p.values()
+                             if f.get("fio_version")), None),
+    }
+    for phase, nodes in by_phase.items():
+        if phase in THROUGHPUT_PHASES:
+            metrics[phase] = throughput(nodes)
+        elif phase == "rand_read":
+            metrics[phase] = random_reads(nodes)
+        elif phase in META_PHASES:
+            metrics[phase] = metadata_rates(nodes)
+    return metrics
+
+
+def read_node_results(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("node-*.json"))]
+
+
+def write_from_folder(folder: Path, params: dict[str, Any]) -> Path:
+    results = read_node_results(folder)
+    # fio's reports, the job files that reproduce them with plain fio, the node results
+    raw = sorted(p.name for pattern in ("fio-*.json", "fio-*.fio", "node-*.json")
+                 for p in folder.glob(pattern))
+    rec = new_record("storage", params=params, metrics=metrics_from(results),
+                     cluster={"hosts": sorted(r["node"] for r in results)}, raw_logs=raw)
+    return write_record(folder / "record.json", rec)

@@ -1,0 +1,84 @@
+"""Storage records in the results store: compare flags a drop, Prometheus carries gauges.
+
+The record comes from a real one-node run of the node script (small sizes); the "slower"
+record is that record with the sequential read figure scaled down by 30%.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.results.promparse import parse
+from tests.storage.test_node import run_node
+from toolkit.results.compare import compare_records
+from toolkit.results.metrics import headline
+from toolkit.results.prometheus import write_textfile
+from toolkit.results.store import ResultStore
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("storage-results")
+    r = run_node(tmp / "t", tmp / "out")
+    assert r.returncode == 0, r.stderr
+    rec: dict[str, Any] = json.loads((tmp / "out" / "record.json").read_text())
+    rec["cluster"].update(name="train-a", instance_type="p5.48xlarge")
+    return rec
+
+
+def slower(rec: dict[str, Any], phase: str, factor: float) -> dict[str, Any]:
+    out = copy.deepcopy(rec)
+    out["id"] = uuid.uuid4().hex
+    out["created"] = "2026-12-03T00:00:00Z"
+    out["metrics"][phase]["mb_per_s"] *= factor
+    return out
+
+
+def test_compare_flags_a_read_drop_and_nothing_else(measured: dict[str, Any]) -> None:
+    comp = compare_records(slower(measured, "seq_read", 0.7), measured)
+    assert [p.metric for p in comp.regressions] == ["seq_read_mb_per_s"]
+    assert comp.regressions[0].change == pytest.approx(-0.3)
+    compared = {p.metric for p in comp.points}
+    assert {"seq_write_mb_per_s", "rand_read_iops", "meta_create_per_s",
+            "ckpt_read_mb_per_s", "seq_read_shared_mb_per_s"} <= compared
+    assert compare_records(measured, measured).regressions == []
+
+
+def test_headline_and_prometheus_gauges(measured: dict[str, Any], tmp_path: Path) -> None:
+    assert "MB/s" in headline(measured) and "IOPS" in headline(measured)
+    store = ResultStore(tmp_path / "results.db")
+    store.set_baseline(store.add(measured))
+    store.add(slower(measured, "seq_read", 0.7))
+    path, _n = write_textfile(store, tmp_path / "pctk.prom", 0.05)
+    families = parse(path.read_text())
+    throughput = {s[0]["phase"]: s[1]
+                  for s in families["pctk_storage_throughput_bytes_per_second"]["samples"]}
+    assert throughput["seq_read"] == pytest.approx(
+        measured["metrics"]["seq_read"]["mb_per_s"] * 0.7 * 1e6)
+    assert families["pctk_storage_iops"]["samples"][0][1] > 0
+    regressions = {s[0]["kind"]: s[1] for s in families["pctk_baseline_regressions"]["samples"]}
+    assert regressions["storage"] == 1
+
+
+def test_report_plots_throughput_against_node_count(measured: dict[str, Any],
+                                                    tmp_path: Path) -> None:
+    from toolkit.results.report import build_report
+
+    store = ResultStore(tmp_path / "results.db")
+    store.add(measured)
+    two = slower(measured, "seq_read", 1.8)
+    two["params"]["nodes"] = 2
+    store.add(two)
+    html = build_report(store)
+    section = html.split("<h2>Storage: shared file system throughput</h2>", 1)[1]
+    section = section.split("</section>", 1)[0]
+    assert 'alt="storage throughput against node count' in section
+    assert "data:image/png;base64," in section
+    assert 'data-points="12"' in section  # 6 throughput phases x 2 node counts
+    assert "train-a" in section and "IOPS" in section

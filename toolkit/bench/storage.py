@@ -1,0 +1,163 @@
+"""``pctk bench storage``: what the shared file system delivers to N nodes at once.
+
+One ``sbatch`` of ``sbatch/storage.sbatch`` (the script a researcher can also submit by
+hand) over N nodes, waited for with :func:`toolkit.submit.slurm.wait_job`; node 0 writes
+the record, and this side adds the verdict against the cluster config.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.record import read_record, write_record
+from toolkit.bench import storage_expect as expect
+from toolkit.errors import PctkError
+from toolkit.submit import slurm
+
+REPO = Path(__file__).resolve().parents[2]
+SBATCH_SCRIPT = REPO / "sbatch" / "storage.sbatch"
+VERDICT_PHASES = ("seq_write", "seq_read")
+
+
+@dataclass
+class StorageJob:
+    nodes: int
+    target: str
+    run_dir: Path
+    jobs_per_node: int = 8
+    size_mib: int = 1024
+    ckpt_mib: int = 1024
+    rand_seconds: int = 10
+    meta_files: int = 1000
+    phases: str = "seq,rand,shared,ckpt,meta"
+    partition: str | None = None
+    time_limit: str | None = None
+    share_timeout: float = 30.0
+    direct: bool = True  # False: buffered I/O even where O_DIRECT works
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def node_args(self) -> list[str]:
+        return ["--target", self.target, "--out-dir", str(self.run_dir), "--run-id",
+                self.run_id, "--jobs-per-node", str(self.jobs_per_node), "--size-mib",
+                str(self.size_mib), "--ckpt-mib", str(self.ckpt_mib), "--rand-seconds",
+                str(self.rand_seconds), "--meta-files", str(self.meta_files), "--phases",
+                self.phases, "--share-timeout", str(self.share_timeout),
+                *([] if self.direct else ["--no-direct"])]
+
+    def sbatch_args(self) -> list[str]:
+        args = [f"--nodes={self.nodes}", "--ntasks-per-node=1", f"--chdir={REPO}",
+                f"--output={self.run_dir / 'slurm-%j.out'}", "--export=ALL"]
+        if self.partition:
+            args.append(f"--partition={self.partition}")
+        if self.time_limit:
+            args.append(f"--time={self.time_limit}")
+        return [*args, str(SBATCH_SCRIPT), *self.node_args()]
+
+
+def validate(job: StorageJob) -> None:
+    for name in ("nodes", "jobs_per_node", "size_mib", "ckpt_mib", "rand_seconds",
+                 "meta_files"):
+        if getattr(job, name) < 1:
+            raise PctkError(f"--{name.replace('_', '-')} must be at least 1")
+    from benchmarks.storage.node import PHASES
+
+    if unknown := sorted(set(job.phases.split(",")) - set(PHASES) - {""}):
+        raise PctkError(f"unknown phase(s) {', '.join(unknown)}", f"use {','.join(PHASES)}")
+    if not job.target.startswith("/"):
+        raise PctkError(f"--target {job.target!r} is not an absolute path",
+                        "give the folder as the nodes see it, e.g. /fsx/bench")
+    if any(c.isspace() for c in str(job.run_dir)):
+        raise PctkError(f"run folder {str(job.run_dir)!r} has whitespace",
+                        "pick a --run-dir with no whitespace")
+
+
+def job_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PCTK_PYTHON"] = sys.executable
+    env["PCTK_REPO"] = str(REPO)
+    return env
+
+
+def refusals(run_dir: Path) -> list[str]:
+    out = []
+    for path in sorted(run_dir.glob("refused-*.json")):
+        info = json.loads(path.read_text())
+        out.append(f"{info['node']}: {info['reason']}")
+    return out
+
+
+def apply_verdict(rec: dict[str, Any], config: Any | None,
+                  network_gbps: float | None) -> dict[str, Any]:
+    """Judge the record's sequential figures against the config (UNKNOWN without one)."""
+    target, nodes = rec["params"]["target"], rec["params"]["nodes"]
+    entry = expect.mount_for(config, target) if config is not None else None
+    prov = expect.provisioned(entry) if entry else None
+    ceiling = expect.client_ceiling(network_gbps, nodes) if network_gbps else None
+    measured = {p: rec["metrics"][p]["mb_per_s"] for p in VERDICT_PHASES
+                if rec["metrics"].get(p, {}).get("mb_per_s") is not None}
+    status, reasons, expected = expect.judge(measured, prov, ceiling)
+    if config is None:
+        reasons = ["no cluster config given (--config); figures only"]
+    rec["verdict"] = {"status": status, "reasons": reasons}
+    rec["metrics"]["expected_mb_per_s"] = expected
+    rec["metrics"]["provisioned_mb_per_s"] = prov.mb_per_s if prov else None
+    rec["metrics"]["client_ceiling_mb_per_s"] = ceiling
+    return rec
+
+
+def run_storage(job: StorageJob, *, config: Any | None = None,
+                network_gbps: float | None = None, timeout: float | None = None,
+                detect_instance: bool = True,
+                on_state: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Submit the job, wait, judge; returns the record (also written to run_dir).
+
+    Without ``network_gbps`` the client ceiling comes from the instance type the nodes
+    report (their Slurm features) when the catalog knows it and ``detect_instance``.
+    """
+    validate(job)
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    if leftovers := [p.name for pattern in ("record.json", "node-*.json", "refused-*.json")
+                     for p in job.run_dir.glob(pattern)]:
+        raise PctkError(f"run folder {job.run_dir} already holds a run ({leftovers[0]})",
+                        "pick a new --run-dir")
+    job_id = slurm.sbatch(job.sbatch_args(), env=job_env())
+    try:
+        state = slurm.wait_job(job_id, timeout=timeout, on_state=on_state)
+    except KeyboardInterrupt:
+        err = PctkError(f"stopped waiting for job {job_id}; it keeps running and writes "
+                        f"{job.run_dir / 'record.json'}",
+                        f"`scancel {job_id}` stops it (its files are removed)")
+        err.exit_code = 130
+        raise err from None
+    log = job.run_dir / f"slurm-{job_id}.out"
+    if refused := refusals(job.run_dir):
+        raise PctkError(f"target {job.target} refused before any data was written: "
+                        f"{refused[0]}", "point --target at a folder on a file system "
+                        "every node mounts, with enough free space", log=str(log))
+    path = job.run_dir / "record.json"
+    if not path.exists():
+        raise PctkError(f"job {job_id} ended {state} without a result record", log=str(log))
+    rec = read_record(path)
+    if network_gbps is None and detect_instance and rec["cluster"].get("instance_type"):
+        from toolkit import catalog
+
+        found = catalog.find(rec["cluster"]["instance_type"])
+        network_gbps = found.network_gbps if found else None
+    rec = apply_verdict(rec, config, network_gbps)
+    rec["cluster"]["job_id"] = job_id
+    rec["params"]["job_state"] = state
+    write_record(path, rec)
+    return rec
+
+
+def default_run_dir() -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return Path.cwd() / "pctk-runs" / f"storage-{stamp}"

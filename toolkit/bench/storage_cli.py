@@ -1,0 +1,165 @@
+"""The ``pctk bench storage`` command: flags, the driver, a table or JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from benchmarks.storage.aggregate import THROUGHPUT_PHASES
+from toolkit.bench import storage_expect as expect
+from toolkit.bench.storage import StorageJob, default_run_dir, run_storage
+from toolkit.errors import PctkError
+
+
+def _config(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from toolkit.config.yamlio import load_yaml
+
+    return load_yaml(path)
+
+
+def _network_gbps(instance_type: str | None) -> float | None:
+    if not instance_type:
+        return None
+    from toolkit import catalog
+
+    return catalog.get(instance_type).network_gbps
+
+
+def _store(record: Path, db: Path | None) -> str:
+    """Add the record (with the fio reports it names) to the results database; its id."""
+    from toolkit.results.ingest import load_record_files, store_record_files
+    from toolkit.results.store import ResultStore
+
+    store = ResultStore(db)
+    try:
+        return store_record_files(store, load_record_files([record]))[0].id
+    finally:
+        store.close()
+
+
+def _run_with_status(job: StorageJob, config: Any, gbps: float | None,
+                     timeout: float | None, detect_instance: bool, quiet: bool
+                     ) -> dict[str, Any]:
+    from rich.console import Console
+
+    console = Console(stderr=True, quiet=quiet)
+    start = time.monotonic()
+    with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
+        return run_storage(job, config=config, network_gbps=gbps, timeout=timeout,
+                           detect_instance=detect_instance, on_state=lambda state:
+                           status.update(f"storage benchmark: job {state} "
+                                         f"({time.monotonic() - start:.0f}s)"))
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, int | float) else "-"
+
+
+def table_rows(rec: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(phase, aggregate, slowest node, per-node range) for each measured phase."""
+    m, rows = rec["metrics"], []
+    for phase in THROUGHPUT_PHASES:
+        if phase in m:
+            rates = [n["mb_per_s"] for n in m[phase]["per_node"].values()]
+            rows.append((phase, f"{_cell(m[phase]['mb_per_s'], ',.0f')} MB/s",
+                         f"{m[phase]['slowest_node_s']:.2f} s",
+                         f"{min(rates):,.0f}-{max(rates):,.0f} MB/s"))
+    if "rand_read" in m:
+        r = m["rand_read"]
+        iops = [n["iops"] for n in r["per_node"].values()]
+        rows.append(("rand_read 4k", f"{_cell(r['iops'], ',.0f')} IOPS, p50 "
+                     f"{_cell(r['lat_p50_us_median_node'], '.0f')} us, p99 "
+                     f"{_cell(r['lat_p99_us_worst_node'], '.0f')} us",
+                     f"{r['slowest_node_s']:.2f} s", f"{min(iops):,.0f}-{max(iops):,.0f} IOPS"))
+    for phase in ("meta_create", "meta_stat", "meta_remove"):
+        if phase in m:
+            per = [n["per_s"] or 0 for n in m[phase]["per_node"].values()]
+            rows.append((phase, f"{_cell(m[phase]['per_s'], ',.0f')} files/s",
+                         f"{m[phase]['slowest_node_s']:.2f} s",
+                         f"{min(per):,.0f}-{max(per):,.0f} files/s"))
+    return rows
+
+
+def print_table(rec: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    p = rec["params"]
+    direct = "direct I/O" if rec["metrics"].get("direct_io") else "buffered (no O_DIRECT)"
+    table = Table(title=f"pctk bench storage: {p['target']}, {p['nodes']} node(s) x "
+                        f"{p['jobs_per_node']} jobs, {direct}")
+    for name in ("phase", "aggregate (stonewall)", "slowest node", "per node"):
+        table.add_column(name)
+    for row in table_rows(rec):
+        table.add_row(*row)
+    console = Console()
+    console.print(table)
+    console.print(f"verdict: {rec['verdict']['status']}", highlight=False)
+    for reason in rec["verdict"]["reasons"]:
+        console.print(f"  {reason}", highlight=False)
+
+
+def storage_command(
+    nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes that do I/O at once."),
+    target: str | None = typer.Option(
+        None, help="Folder on the shared file system (default: first SharedStorage MountDir of "
+                   "--config); %n is the node name."),
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="Cluster config: default target and provisioned throughput."
+    )] = None,
+    instance_type: str | None = typer.Option(
+        None, help="Instance type in the catalog: each client's network ceiling "
+                   "(default: the nodes' Slurm feature)."),
+    jobs_per_node: int = typer.Option(8, help="fio processes (ranks) per node."),
+    size_mib: int = typer.Option(1024, help="MiB per process, sequential phases."),
+    ckpt_mib: int = typer.Option(1024, help="MiB shard per rank, checkpoint phase."),
+    rand_seconds: int = typer.Option(10, help="Seconds of random 4 KiB reads."),
+    meta_files: int = typer.Option(1000, help="Files per node, metadata phase."),
+    phases: str = typer.Option("seq,rand,shared,ckpt,meta", help="Phases to run."),
+    direct: bool = typer.Option(True, "--direct/--no-direct",
+                                help="O_DIRECT where the mount allows it (probed)."),
+    partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
+    time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
+    share_timeout: float = typer.Option(
+        30.0, help="Seconds for every node to see the others' marker files."),
+    run_dir: Annotated[Path | None, typer.Option(
+        help="Shared folder for the job's log, fio reports and record.")] = None,
+    timeout: float | None = typer.Option(None, help="Give up waiting after this many s."),
+    store: bool = typer.Option(True, "--store/--no-store",
+                               help="Add the record and fio reports to the results database."),
+    db: Path | None = typer.Option(None, "--db", envvar="PCTK_RESULTS_DB",
+                                   help="Results database file (default: <state home>/"
+                                        "results.db)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Shared file system throughput, IOPS and metadata rates from N nodes at once (fio)."""
+    data = _config(config)
+    if target is None:
+        target = expect.first_mount_dir(data) if data is not None else None
+        if target is None:
+            raise PctkError("no --target, and no SharedStorage MountDir in a --config",
+                            "give --target /fsx/bench or --config cluster.yaml")
+    job = StorageJob(nodes=nodes, target=target,
+                     run_dir=(run_dir or default_run_dir()).resolve(),
+                     jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
+                     rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
+                     partition=partition, time_limit=time_limit, share_timeout=share_timeout,
+                     direct=direct)
+    gbps = _network_gbps(instance_type)
+    rec = _run_with_status(job, data, gbps, timeout, instance_type is None, quiet=as_json)
+    stored = _store(job.run_dir / "record.json", db) if store else None
+    if as_json:
+        typer.echo(json.dumps(rec, indent=2, sort_keys=True))
+    else:
+        print_table(rec)
+        typer.echo(f"record: {job.run_dir / 'record.json'}")
+        if stored:
+            typer.echo(f"stored as {stored}")
+    if rec["verdict"]["status"] == "FAIL":
+        raise typer.Exit(1)
