@@ -16,13 +16,15 @@ A manual baseline (``pctk results baseline ID``) always wins: see :func:`judge`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from toolkit.results import compare as c
 from toolkit.results.changepoint import robust_reference
 from toolkit.results.store import ResultStore, group_key
-from toolkit.results.trend import node_count, record_figures
+from toolkit.results.trend import node_count, record_figures, run_order
 
 
 @dataclass(frozen=True)
@@ -38,26 +40,28 @@ class AutoParams:
                 f"{self.spread_factor:g} x MAD-sigma")
 
 
-def _order(record: dict[str, Any]) -> tuple[str, str]:
-    return (record["created"], record["id"])
-
-
-def same_series_before(current: dict[str, Any], history: list[dict[str, Any]]
-                       ) -> list[dict[str, Any]]:
-    """Earlier passing runs of the same kind, group and node count, oldest first."""
+def same_series_before(current: dict[str, Any], history: Iterable[dict[str, Any]],
+                       limit: int | None = None) -> list[dict[str, Any]]:
+    """Earlier passing runs of the same kind, group and node count, oldest first; with
+    ``limit``, the newest ``limit`` of them (``history`` newest first reads no further)."""
     key = (current["kind"], group_key(current), node_count(current))
-    earlier = [r for r in history
-               if (r["kind"], group_key(r), node_count(r)) == key
-               and _order(r) < _order(current) and r["verdict"]["status"] == "PASS"]
-    return sorted(earlier, key=_order)
+    when = run_order(current)
+    matching = (r for r in history
+                if (r["kind"], group_key(r), node_count(r)) == key
+                and run_order(r) < when and r["verdict"]["status"] == "PASS")
+    if limit is None:
+        return sorted(matching, key=run_order)
+    return sorted(islice(matching, limit), key=run_order)
 
 
-def auto_compare(current: dict[str, Any], history: list[dict[str, Any]],
+def auto_compare(current: dict[str, Any], history: Iterable[dict[str, Any]],
                  threshold: float = c.DEFAULT_THRESHOLD,
-                 params: AutoParams = AutoParams()) -> c.Comparison:
-    """Judge ``current`` against its series in ``history`` (any records, any order)."""
+                 params: AutoParams = AutoParams(), limit: int | None = None
+                 ) -> c.Comparison:
+    """Judge ``current`` against its series in ``history`` (any records, any order; with
+    ``limit``, newest first, and only the first ``limit`` matching runs are read)."""
     cluster, instance_type = group_key(current)
-    passing = same_series_before(current, history)
+    passing = same_series_before(current, history, limit)
     out = c.Comparison(current["kind"], cluster, instance_type, current["id"],
                        "automatic", threshold, basis=params.describe())
     if current["kind"] == "health":
@@ -104,6 +108,11 @@ def judge(store: ResultStore, current: dict[str, Any],
     manual = store.baseline(*group_key(current), current["kind"])
     if manual is not None:
         return c.compare_records(current, manual, threshold)
-    cluster, instance_type = group_key(current)
-    history = store.list(kind=current["kind"], cluster=cluster, instance_type=instance_type)
-    return auto_compare(current, history, threshold, params)
+    history = store.newest_first(current["kind"], *group_key(current))
+    return auto_compare(current, history, threshold, params, limit=params.window)
+
+
+def latest_of_each_group(store: ResultStore, kind: str) -> list[dict[str, Any]]:
+    """What ``store.latest`` returns, reading one record per group instead of all."""
+    found = (next(store.newest_first(kind, *group), None) for group in store.group_kinds(kind))
+    return [record for record in found if record is not None]

@@ -291,7 +291,7 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
                  kind: str | None, cluster: str | None, instance_type: str | None,
                  threshold: float) -> list[Comparison]:
     """Against --against, else the manual baseline, else the run's own recent history."""
-    from toolkit.results.baseline import judge
+    from toolkit.results.baseline import judge, latest_of_each_group
 
     if result_id is not None:
         current = store.get(result_id)
@@ -313,7 +313,7 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
         raise PctkError("--against needs a result ID to compare", "pass ID before --against")
     comparisons = []
     for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health"]:
-        for current in store.latest(k):
+        for current in latest_of_each_group(store, k):
             key = group_key(current)
             if (cluster is not None and key[0] != cluster) or (
                     instance_type is not None and key[1] != instance_type):

@@ -18,7 +18,7 @@ from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results import plots
-from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
+from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison
 from toolkit.results.store import ResultStore, group_key
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -343,6 +343,16 @@ def _first_reason(record: dict[str, Any]) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def latest_of_each(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest record of each kind and (cluster, instance type), from records listed
+    newest first (what ``store.latest`` gives, without reading the store again)."""
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for record in records:
+        if record["kind"] in VERDICT_KINDS:
+            seen.setdefault((record["kind"], *group_key(record)), record)
+    return [seen[key] for key in sorted(seen, key=lambda k: (VERDICT_KINDS.index(k[0]), k))]
+
+
 def build_report(store: ResultStore, cluster: str | None = None,
                  instance_type: str | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> str:
@@ -351,15 +361,17 @@ def build_report(store: ResultStore, cluster: str | None = None,
     for record in records:
         groups[group_key(record)].append(record)
     keys = set(groups)
-    comparisons = []
-    latest = [r for kind in VERDICT_KINDS for r in store.latest(kind) if group_key(r) in keys]
-    for record in latest:
-        if (base := store.baseline(*group_key(record), record["kind"])) is not None:
-            comparisons.append(compare_records(record, base, threshold))
+    from toolkit.results.baseline import judge
+    from toolkit.results.trendreport import trends_section
+
+    latest = latest_of_each(records)
+    judged = [judge(store, record, threshold) for record in latest]
+    comparisons = [c for c in judged if c.basis == "manual baseline" or c.points]
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     sections = [
         ("Cluster summary", cluster_summary(groups)),
         ("Regressions against baselines", regressions_section(comparisons)),
+        ("Trends over time", trends_section(records)),
         ("Interconnect: bus bandwidth by message size", interconnect_section(store, keys)),
         ("Training: throughput and MFU", training_section(store, keys)),
         ("Node health", health_section(store, keys)),

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.record import check_created
 from toolkit.results import metrics as m
 from toolkit.results.store import group_key
 
@@ -65,6 +66,11 @@ class Series:
     @property
     def values(self) -> list[float]:
         return [p.value for p in self.points]
+
+
+def run_order(record: dict[str, Any]) -> tuple[Any, str]:
+    """When a record ran (parsed: writers spell ISO times differently), then its id."""
+    return (check_created(record["created"]), record["id"])
 
 
 def node_count(record: dict[str, Any]) -> int | None:
@@ -115,7 +121,7 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
 def build_series(records: Iterable[dict[str, Any]]) -> list[Series]:
     """Series from records in any order; each series oldest first, series sorted by key."""
     by_key: dict[SeriesKey, Series] = {}
-    ordered = sorted(records, key=lambda r: (r["created"], r["id"]))
+    ordered = sorted(records, key=run_order)
     for record in ordered:
         cluster, instance_type = group_key(record)
         nodes = node_count(record)
