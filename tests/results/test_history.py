@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from toolkit.results.baseline import auto_compare, judge
 from toolkit.results.changepoint import CusumParams, change_points, find_shifts
 from toolkit.results.prometheus import collect
+from toolkit.results.report import write_report
 from toolkit.results.store import ResultStore
 from toolkit.results.trend import build_series
 
@@ -212,3 +214,16 @@ def test_compare_and_prometheus_use_the_automatic_baseline(db: Path, pctk: Run) 
     code, out, _ = pctk("results", "prometheus", "--db", db)
     assert code == 0 and 'reference="automatic"' in out
     parse(out)
+
+
+def test_report_draws_each_series_and_names_the_shift(tmp_path: Path) -> None:
+    history = _filled_store(tmp_path / "results.db")
+    with ResultStore(tmp_path / "results.db") as store:
+        text = write_report(store, tmp_path / "report.html").read_text()
+    section = text.split("<h2>Trends over time</h2>", 1)[1].split("</section>", 1)[0]
+    plots = re.findall(r'<img src="data:image/png;base64,[^"]+" alt="([^"]+)" '
+                       r'data-points="(\d+)"', section)
+    assert plots == [(f"train-a / p5.48xlarge / 2 nodes: busbw_GBps {TOP} over 44 runs, "
+                      "1 change point(s)", "44")]
+    assert "efa: 1.37.0 → 1.38.0" in section and history[30]["id"][:12] in section
+    assert "CUSUM" in section
