@@ -194,6 +194,10 @@ def test_trend_command_table_and_json(db: Path, pctk: Run) -> None:
     assert code == 0 and "efa 1.37.0 -> 1.38.0" in out and "1 series" in out
     code, out, _ = pctk("results", "trend", "--db", db, "--json", "--metric", "mfu")
     assert code == 0 and json.loads(out)["series"] == []
+    code, out, _ = pctk("results", "trend", "--db", db, "--json", "--since", "2026-02-01")
+    assert code == 0 and [s["runs"] for s in json.loads(out)["series"]] == [16]
+    code, out, _ = pctk("results", "trend", "--db", db, "--json", "--cluster", "train-b")
+    assert code == 0 and json.loads(out)["series"] == []
 
 
 def test_compare_and_prometheus_use_the_automatic_baseline(db: Path, pctk: Run) -> None:

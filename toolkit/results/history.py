@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
+from benchmarks.record import check_created
 from toolkit.results.changepoint import ChangePoint, CusumParams, change_points
 from toolkit.results.store import ResultStore
 from toolkit.results.trend import Series, build_series
 
 RECENT_RUNS = 10
+KINDS = ("nccl-tests", "collectives", "fsdp", "health")
 DEFAULT_PARAMS = CusumParams()
 
 
 def load_series(store: ResultStore, kind: str | None = None, cluster: str | None = None,
                 instance_type: str | None = None, since: str | None = None,
                 metric: str | None = None) -> list[Series]:
-    records = store.list(kind=kind, cluster=cluster, instance_type=instance_type, since=since)
-    series = build_series(records)
+    series = build_series(_records(store, kind, cluster, instance_type, since))
     return [s for s in series if metric is None or s.key.metric == metric]
+
+
+def _records(store: ResultStore, kind: str | None, cluster: str | None,
+             instance_type: str | None, since: str | None) -> Iterator[dict[str, Any]]:
+    """The matching records one at a time (10,000 decoded records take ~500 MB at once)."""
+    when = check_created(since) if since else None
+    for each_kind in [kind] if kind else list(KINDS):
+        for group in store.group_kinds(each_kind):
+            if cluster not in (None, group[0]) or instance_type not in (None, group[1]):
+                continue
+            for record in store.newest_first(each_kind, *group):
+                if when is not None and check_created(record["created"]) < when:
+                    break  # newest first: the rest are older still
+                yield record
 
 
 def series_json(series: Series, found: list[ChangePoint]) -> dict[str, Any]:

@@ -119,19 +119,23 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
 
 
 def build_series(records: Iterable[dict[str, Any]]) -> list[Series]:
-    """Series from records in any order; each series oldest first, series sorted by key."""
-    by_key: dict[SeriesKey, Series] = {}
-    ordered = sorted(records, key=run_order)
-    for record in ordered:
+    """Series from records in any order; each series oldest first, series sorted by key.
+
+    Only the figures are kept, so a generator of records is read in constant memory."""
+    found: dict[SeriesKey, list[tuple[tuple[Any, str], TrendPoint]]] = {}
+    for record in records:
         cluster, instance_type = group_key(record)
         nodes = node_count(record)
-        context: dict[str, str] | None = None
-        for metric, where, value in record_figures(record):
+        figures = record_figures(record)
+        if not figures:
+            continue
+        order, context = run_order(record), record_context(record)
+        for metric, where, value in figures:
             key = SeriesKey(cluster, instance_type, nodes, record["kind"], metric, where)
-            context = context if context is not None else record_context(record)
-            by_key.setdefault(key, Series(key)).points.append(TrendPoint(
-                record["id"], record["created"], value, record["verdict"]["status"], context))
-    return [by_key[k] for k in sorted(by_key, key=_sort_key)]
+            found.setdefault(key, []).append((order, TrendPoint(
+                record["id"], record["created"], value, record["verdict"]["status"], context)))
+    return [Series(key, [point for _, point in sorted(found[key], key=lambda item: item[0])])
+            for key in sorted(found, key=_sort_key)]
 
 
 def _sort_key(key: SeriesKey) -> tuple[str, str, int, str, str, str]:
