@@ -75,6 +75,7 @@ def test_series_per_cluster_type_nodes_and_figure() -> None:
     assert not any("reduce_scatter" in key[3] for key in series)  # EMULATED: not comparable
     assert series[("fsdp", 2, "mfu", "")].values == [0.34, 0.34]  # percent read as a fraction
     assert series[("fsdp", 2, "tokens_per_s_per_gpu", "")].values == [5762, 5763]
+    assert series[("fsdp", 2, "checkpoint_save_gbps", "")].values == [10.45, 10.45]
     assert series[("health", 2, "health_fail_count", "")].values == [1.0]
     top = series[("nccl-tests", 2, "busbw_GBps", TOP)]
     assert top.points[0].context["nccl"] == "2.21.5"

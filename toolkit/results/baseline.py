@@ -26,6 +26,10 @@ from toolkit.results.changepoint import robust_reference
 from toolkit.results.store import ResultStore, group_key
 from toolkit.results.trend import node_count, record_figures, run_order
 
+# What a manual baseline judges too (toolkit.results.compare); the storage series are
+# followed by `pctk results trend` but not judged.
+JUDGED_METRICS = ("busbw_GBps", "tokens_per_s_per_gpu", "mfu")
+
 
 @dataclass(frozen=True)
 class AutoParams:
@@ -84,6 +88,8 @@ def _compare_figures(current: dict[str, Any], passing: list[dict[str, Any]], thr
         for metric, where, value in record_figures(record):
             earlier.setdefault((metric, where), []).append(value)
     for metric, where, value in record_figures(current):
+        if metric not in JUDGED_METRICS:
+            continue
         values = earlier.get((metric, where), [])[-params.window:]
         label = where or "run summary"
         if len(values) < params.min_runs:

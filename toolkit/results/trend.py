@@ -6,7 +6,8 @@ The figures are the ones the verdicts and comparisons judge, read with
 - busbw: per collective, the busbw at the largest message size the run measured (what
   toolkit.nccl's verdict judges); the size is part of the series, so a sweep with a different
   ``maxbytes`` starts a new series instead of mixing figures. EMULATED blocks are left out.
-- fsdp: tokens/s per GPU and MFU (as a fraction).
+- fsdp: tokens/s per GPU and MFU (as a fraction); storage throughput as the checkpoint
+  save / load GB/s where the run wrote or read checkpoints.
 - health: the number of FAIL cells (node x check) in the run.
 
 Each point keeps the record's software versions, node list and instance type, so a change
@@ -24,6 +25,8 @@ from toolkit.results import metrics as m
 from toolkit.results.store import group_key
 
 # Software a change in performance is usually traced to (record["software"] keys).
+# GB/s of the benchmark's checkpoint save and load (averaged over its saves).
+STORAGE_METRICS = ("checkpoint_save_gbps", "checkpoint_load_gbps")
 SOFTWARE_KEYS = ("nccl", "aws_ofi_nccl", "efa", "libfabric", "driver", "cuda_driver", "cuda",
                  "torch")
 
@@ -108,6 +111,9 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
             out.append(("tokens_per_s_per_gpu", "", scalars["tokens_per_s_per_gpu"]))
         if "mfu" in scalars:
             out.append(("mfu", "", m.mfu_fraction(scalars["mfu"])))
+        for key in STORAGE_METRICS:  # checkpoint writes and reads: the storage figures
+            if key in scalars:
+                out.append((key, "", scalars[key]))
         return out
     if kind == "health":
         matrix = m.health_matrix(record)
