@@ -18,6 +18,7 @@ from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results import plots
+from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison
 from toolkit.results.store import ResultStore, group_key
 
@@ -165,7 +166,7 @@ def _fmt(value: float | str) -> str:
 def interconnect_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     parts = []
     for kind in m.BUSBW_KINDS:
-        for record in store.latest(kind):
+        for record in latest_of_each_group(store, kind):
             key = group_key(record)
             if key not in groups:
                 continue
@@ -232,7 +233,7 @@ def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     baselines: dict[str, tuple[float | None, float | None]] = {}
     losses: dict[str, list[tuple[int, float]]] = {}
     rows = []
-    for record in store.latest("fsdp"):
+    for record in latest_of_each_group(store, "fsdp"):
         key = group_key(record)
         if key not in groups:
             continue
@@ -262,7 +263,7 @@ def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
 
 def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     parts = []
-    for record in store.latest("health"):
+    for record in latest_of_each_group(store, "health"):
         key = group_key(record)
         if key not in groups:
             continue
@@ -361,7 +362,6 @@ def build_report(store: ResultStore, cluster: str | None = None,
     for record in records:
         groups[group_key(record)].append(record)
     keys = set(groups)
-    from toolkit.results.baseline import judge
     from toolkit.results.trendreport import trends_section
 
     latest = latest_of_each(records)
