@@ -21,9 +21,9 @@ of Montgomery, "Introduction to Statistical Quality Control", ch. 9):
   restarts at the change point; shifts smaller than ``min_change`` are not reported.
 
 Defaults: window 30, min_history 10, k = 1, h = 6, clip 3. A 5-sigma shift (10% at 2%
-noise) alarms on its fourth run; a single outlier never. Measured on Gaussian noise
+noise) alarms on its fourth run; a single outlier never on its own. Measured on Gaussian noise
 (tests/results/test_history.py): about one false alarm per 3,000 runs, and a 10% drop at
-2% noise located within +-1 run in over 90% of histories.
+2% noise located within +-1 run in 95% of histories.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def robust_reference(values: list[float], min_rel_spread: float) -> Reference:
 class Shift:
     index: int  # first run of the shift
     alarm_index: int  # run at which the test fired
-    before: float  # reference median
+    before: float  # median of up to `window` runs before index
     after: float  # median of the runs from index to alarm_index
     spread: float
 
