@@ -7,6 +7,7 @@ side writes) with seeded Gaussian run-to-run noise.
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import re
@@ -19,13 +20,14 @@ import pytest
 from toolkit.results.baseline import auto_compare, judge
 from toolkit.results.changepoint import CusumParams, change_points, find_shifts
 from toolkit.results.prometheus import collect
-from toolkit.results.report import write_report
+from toolkit.results.report import CSP, write_report
 from toolkit.results.store import ResultStore
 from toolkit.results.trend import build_series
 
 from . import records
 from .conftest import Run
 from .promparse import parse
+from .test_report import PROBE, chromium, console_lines, run_chromium
 
 NOISE = 0.02  # 2% run-to-run noise, about what repeated nccl-tests sweeps show
 TOP = "all_reduce @ 16 GiB"
@@ -232,3 +234,29 @@ def test_report_draws_each_series_and_names_the_shift(tmp_path: Path) -> None:
                       "1 change point(s)", "44")]
     assert "efa: 1.37.0 → 1.38.0" in section and history[30]["id"][:12] in section
     assert "CUSUM" in section
+
+
+def test_a_report_of_1000_records_renders_in_chromium_with_trend_plots(tmp_path: Path) -> None:
+    binary = chromium()
+    if binary is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium); report not rendered")
+    with ResultStore(tmp_path / "results.db") as store:
+        records.fill_history(store, 1000)
+        report = write_report(store, tmp_path / "report.html")
+    text = report.read_text()
+    section = text.split("<h2>Trends over time</h2>", 1)[1].split("</section>", 1)[0]
+    assert section.count("<img ") == 15  # 5 figures x 3 clusters
+    assert section.count("nccl: 2.21.5 → 2.23.4") == 6  # busbw and tokens/s on each cluster
+
+    probe = tmp_path / "probe.html"
+    text = text.replace(CSP, CSP + "; script-src 'unsafe-inline'")
+    probe.write_text(text.replace("<head>", "<head>" + PROBE, 1))
+    run = run_chromium(binary, tmp_path, "--dump-dom", probe.as_uri())
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert console_lines(run.stderr) == []
+    found = re.search(r'<pre id="pctk-probe">(.*?)</pre>', run.stdout, re.S)
+    assert found, "the probe did not run: page load did not finish"
+    result = json.loads(html.unescape(found[1]))
+    assert result["faults"] == [] and len(result["images"]) == 20
+    for image in result["images"]:
+        assert image["complete"] and image["width"] > 0 and image["height"] > 0, image
