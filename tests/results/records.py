@@ -9,6 +9,9 @@ tokens/s per GPU, about 34% MFU).
 
 from __future__ import annotations
 
+import copy
+import random
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -202,3 +205,65 @@ def fill_store(store: Any) -> None:
         rec["software"]["nccl"] = "2.23.4"
         store.add(rec)
     store.add(health_record(fail=("gpu-st-p5-2", "gpu_count"), created="2026-01-05T02:00:00Z"))
+
+
+HISTORY_CLUSTERS = (("train-a", "p5.48xlarge", 2), ("train-b", "p4d.24xlarge", 2),
+                    ("train-c", "p5.48xlarge", 4))
+
+
+def _templates() -> dict[str, dict[str, Any]]:
+    return {"nccl-tests": nccl_record(), "fsdp": fsdp_record(),
+            "health": health_record()}
+
+
+def _scale_busbw(rec: dict[str, Any], factor: float) -> None:
+    for block in rec["metrics"].get("collectives") or []:
+        for row in block.get("rows") or []:
+            for side in ("out_of_place", "in_place"):
+                part = row.get(side)
+                if isinstance(part, dict):
+                    for key in ("busbw_gbps", "algbw_gbps"):
+                        if isinstance(part.get(key), float):
+                            part[key] = round(part[key] * factor, 2)
+
+
+def _night_record(template: dict[str, Any], cluster: tuple[str, str, int], night: int,
+                  hour: int, factor: float, nccl: str) -> dict[str, Any]:
+    rec = copy.deepcopy(template)
+    rec["id"] = uuid.uuid4().hex
+    rec["created"] = (f"{2025 + night // 336}-{1 + night % 336 // 28:02d}-"
+                      f"{1 + night % 28:02d}T{hour:02d}:00:00Z")
+    name, instance_type, nodes = cluster
+    rec["cluster"] = {**rec["cluster"], "name": name, "instance_type": instance_type,
+                      "nodes": nodes}
+    rec["software"] = {**rec["software"], "nccl": nccl}
+    if rec["kind"] == "nccl-tests":
+        _scale_busbw(rec, factor)
+    elif rec["kind"] == "fsdp":
+        rec["metrics"]["tokens_per_s_per_gpu"] *= factor
+    return rec
+
+
+def fill_history(store: Any, count: int, seed: int = 1) -> None:
+    """``count`` records of a nightly history over three clusters (p5.48xlarge, p4d.24xlarge,
+    p5.48xlarge at 4 nodes): an nccl-tests all_reduce sweep each night, fsdp every third
+    night, health every fifth; 2% run-to-run noise; busbw and tokens/s drop 10% with an NCCL
+    version change two thirds of the way through. One record of each kind is built by the
+    builders above and copied with a new id, date and scaled figures (fast enough for
+    10,000); the copies keep the template's PASS verdict."""
+    rng = random.Random(seed)
+    shapes = _templates()
+    nights = count * 15 // (len(HISTORY_CLUSTERS) * 23)  # 1 + 1/3 + 1/5 records per night
+    made = 0
+    for night in range(nights + 10):
+        for cluster in HISTORY_CLUSTERS:
+            kinds = ["nccl-tests"] + (["fsdp"] if night % 3 == 0 else []) + (
+                ["health"] if night % 5 == 0 else [])
+            for hour, kind in enumerate(kinds, start=2):
+                if made == count:
+                    return
+                late = night > nights * 2 // 3
+                factor = (0.9 if late else 1.0) * rng.gauss(1.0, 0.02)
+                store.add(_night_record(shapes[kind], cluster, night, hour, factor,
+                                        "2.23.4" if late else "2.21.5"))
+                made += 1

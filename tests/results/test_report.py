@@ -76,7 +76,9 @@ def test_report_is_self_contained(report: Path) -> None:
     assert f'content="{CSP}"' in text
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?!data:)[a-z]+://""", text)
     sources = re.findall(r'<img src="([^"]+)"', text)
-    assert len(sources) == 5  # all_reduce, all_gather, reduce_scatter, training, loss
+    # all_reduce, all_gather, reduce_scatter, training, loss; then one trend plot per series
+    # with 2+ runs: all_reduce busbw; tokens/s, MFU and checkpoint GB/s on each of two clusters
+    assert len(sources) == 12
     for uri in sources:
         prefix, payload = uri.split(",", 1)
         assert prefix == "data:image/png;base64"
@@ -130,6 +132,6 @@ def test_report_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     assert found, "the probe did not run: page load did not finish"
     result = json.loads(html.unescape(found[1]))
     assert result["faults"] == []
-    assert len(result["images"]) == 5
+    assert len(result["images"]) == 12  # 5 of the latest runs, 7 trend plots
     for image in result["images"]:
         assert image["complete"] and image["width"] > 0 and image["height"] > 0, image

@@ -290,32 +290,37 @@ def compare(
 def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
                  kind: str | None, cluster: str | None, instance_type: str | None,
                  threshold: float) -> list[Comparison]:
+    """Against --against, else the manual baseline, else the run's own recent history."""
+    from toolkit.results.baseline import judge, latest_of_each_group
+
     if result_id is not None:
         current = store.get(result_id)
-        base = store.get(against) if against else store.baseline(*group_key(current),
-                                                                 current["kind"])
-        if base is None:
+        if against:
+            base = store.get(against)
+            if base["kind"] != current["kind"]:
+                raise PctkError(f"cannot compare a {current['kind']} result with a "
+                                f"{base['kind']} result", "pick two results of the same kind")
+            return [compare_records(current, base, threshold)]
+        comparison = judge(store, current, threshold)
+        if not comparison.points and comparison.basis != "manual baseline":
             key = group_key(current)
             raise PctkError(
-                f"no {current['kind']} baseline for {key[0] or '?'} / {key[1] or '?'}",
+                f"no {current['kind']} baseline for {key[0] or '?'} / {key[1] or '?'} and too "
+                f"little history for an automatic one ({'; '.join(comparison.notes)})",
                 "set one with `pctk results baseline ID`, or pass --against ID")
-        if base["kind"] != current["kind"]:
-            raise PctkError(f"cannot compare a {current['kind']} result with a "
-                            f"{base['kind']} result", "pick two results of the same kind")
-        return [compare_records(current, base, threshold)]
+        return [comparison]
     if against:
         raise PctkError("--against needs a result ID to compare", "pass ID before --against")
     comparisons = []
     for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage"]:
-        for current in store.latest(k):
+        for current in latest_of_each_group(store, k):
             key = group_key(current)
             if (cluster is not None and key[0] != cluster) or (
                     instance_type is not None and key[1] != instance_type):
                 continue
-            if (base := store.baseline(*key, k)) is not None:
-                comparisons.append(compare_records(current, base, threshold))
-    if not comparisons:
-        raise PctkError("no result has a baseline to compare against",
+            comparisons.append(judge(store, current, threshold))
+    if not any(c.points for c in comparisons):
+        raise PctkError("no result has a baseline or enough history to compare against",
                         "mark a good run with `pctk results baseline ID`")
     return comparisons
 
@@ -323,8 +328,10 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
 def _print_comparisons(comparisons: list[Comparison]) -> None:
     console = Console()
     for comp in comparisons:
+        against = (f"baseline {_short(comp.baseline_id)}" if comp.basis == "manual baseline"
+                   else f"automatic baseline: {comp.basis}")
         table = Table(title=f"{comp.kind} {comp.cluster or '?'} / {comp.instance_type or '?'}: "
-                            f"{_short(comp.current_id)} vs baseline {_short(comp.baseline_id)}")
+                            f"{_short(comp.current_id)} vs {against}")
         for column in ("metric", "where", "baseline", "latest", "change", ""):
             table.add_column(column)
         for p in comp.points:
@@ -342,6 +349,43 @@ def _print_comparisons(comparisons: list[Comparison]) -> None:
 
 def _value(value: float | str) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else str(value)
+
+
+@app.command("trend")
+def trend(
+    kind: str | None = typer.Option(None, "--kind", help="nccl-tests, collectives, fsdp, health."),
+    metric: str | None = typer.Option(
+        None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count."),
+    cluster: str | None = typer.Option(None, "--cluster"),
+    instance_type: str | None = typer.Option(None, "--instance-type"),
+    since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
+    db: Path | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Each figure over time per cluster / instance type / node count, with change points."""
+    from toolkit.results.history import describe_change_point, load_series, trend_json
+
+    since_iso = parse_since(since) if since else None
+    with open_store(db) as store:
+        data = trend_json(load_series(store, kind, cluster, instance_type, since_iso, metric))
+    if as_json:
+        emit_json(data)
+        return
+    console = Console()
+    table = Table(title=f"{len(data['series'])} series")
+    for column in ("series", "runs", "from", "to", "latest", "median (last 10)",
+                   "change points"):
+        table.add_column(column)
+    for item in data["series"]:
+        table.add_row(item["label"], str(item["runs"]), item["first"][:10], item["last"][:10],
+                      f"{item['latest']:,.4g}", f"{item['recent_median']:,.4g}",
+                      str(len(item["change_points"])))
+    console.print(table)
+    for item in data["series"]:
+        for cp in item["change_points"]:
+            console.print(f"{item['label']}: change at {describe_change_point(cp)}",
+                          markup=False)
+    console.print(f"method: {data['method']}", markup=False)
 
 
 @app.command("prometheus")

@@ -44,6 +44,7 @@ class Comparison:
     threshold: float
     points: list[Point] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    basis: str = "manual baseline"  # or how the automatic baseline was formed
 
     @property
     def regressions(self) -> list[Point]:

@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
-from toolkit.results.compare import compare_records
+from toolkit.results.baseline import judge
 from toolkit.results.store import ResultStore, group_key
 
 VERDICT_CODE = {"PASS": 0, "WARN": 1, "FAIL": 2, "UNKNOWN": 3}
@@ -110,12 +110,14 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
             family("pctk_result_verdict_status",
                    "Verdict of the latest result: 0 PASS, 1 WARN, 2 FAIL, 3 UNKNOWN."
                    ).add(labels, VERDICT_CODE.get(record["verdict"]["status"], 3))
-            baseline = store.baseline(*group_key(record), kind)
-            if baseline is not None:
-                found = compare_records(record, baseline, threshold).regressions
+            judged = judge(store, record, threshold)
+            manual = judged.basis == "manual baseline"
+            if manual or judged.points:  # automatic: only where there was history to judge
+                basis = "manual" if manual else "automatic"
                 family("pctk_baseline_regressions",
-                       "Figures of the latest result that regressed against the baseline."
-                       ).add(labels, len(found))
+                       "Figures of the latest result that regressed against the baseline "
+                       "(manual where set, else the median of its recent passing runs)."
+                       ).add({**labels, "reference": basis}, len(judged.regressions))
             _add_kind_samples(record, labels, group, family)
     return list(fams.values())
 

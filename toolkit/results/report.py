@@ -18,7 +18,8 @@ from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results import plots
-from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
+from toolkit.results.baseline import judge, latest_of_each_group
+from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison
 from toolkit.results.store import ResultStore, group_key
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -165,7 +166,7 @@ def _fmt(value: float | str) -> str:
 def interconnect_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     parts = []
     for kind in m.BUSBW_KINDS:
-        for record in store.latest(kind):
+        for record in latest_of_each_group(store, kind):
             key = group_key(record)
             if key not in groups:
                 continue
@@ -232,7 +233,7 @@ def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     baselines: dict[str, tuple[float | None, float | None]] = {}
     losses: dict[str, list[tuple[int, float]]] = {}
     rows = []
-    for record in store.latest("fsdp"):
+    for record in latest_of_each_group(store, "fsdp"):
         key = group_key(record)
         if key not in groups:
             continue
@@ -262,7 +263,7 @@ def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
 
 def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     parts = []
-    for record in store.latest("health"):
+    for record in latest_of_each_group(store, "health"):
         key = group_key(record)
         if key not in groups:
             continue
@@ -379,6 +380,16 @@ def storage_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
             + table(["cluster / type", "latest run", "figures", "verdict"], rows))
 
 
+def latest_of_each(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest record of each kind and (cluster, instance type), from records listed
+    newest first (what ``store.latest`` gives, without reading the store again)."""
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for record in records:
+        if record["kind"] in VERDICT_KINDS:
+            seen.setdefault((record["kind"], *group_key(record)), record)
+    return [seen[key] for key in sorted(seen, key=lambda k: (VERDICT_KINDS.index(k[0]), k))]
+
+
 def build_report(store: ResultStore, cluster: str | None = None,
                  instance_type: str | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> str:
@@ -387,15 +398,16 @@ def build_report(store: ResultStore, cluster: str | None = None,
     for record in records:
         groups[group_key(record)].append(record)
     keys = set(groups)
-    comparisons = []
-    latest = [r for kind in VERDICT_KINDS for r in store.latest(kind) if group_key(r) in keys]
-    for record in latest:
-        if (base := store.baseline(*group_key(record), record["kind"])) is not None:
-            comparisons.append(compare_records(record, base, threshold))
+    from toolkit.results.trendreport import trends_section
+
+    latest = latest_of_each(records)
+    judged = [judge(store, record, threshold) for record in latest]
+    comparisons = [c for c in judged if c.basis == "manual baseline" or c.points]
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     sections = [
         ("Cluster summary", cluster_summary(groups)),
         ("Regressions against baselines", regressions_section(comparisons)),
+        ("Trends over time", trends_section(records)),
         ("Interconnect: bus bandwidth by message size", interconnect_section(store, keys)),
         ("Training: throughput and MFU", training_section(store, keys)),
         ("Storage: shared file system throughput", storage_section(store, keys)),

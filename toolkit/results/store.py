@@ -443,6 +443,25 @@ class ResultStore:
             seen.setdefault(group_key(record), record)
         return [seen[key] for key in sorted(seen)]
 
+    def group_kinds(self, kind: str) -> builtins.list[tuple[str, str]]:
+        """The (cluster, instance type) pairs holding results of ``kind``, without decoding."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT cluster, instance_type FROM results WHERE kind = ?"
+            " ORDER BY cluster, instance_type", (kind,)).fetchall()
+        return [(r["cluster"], r["instance_type"]) for r in rows]
+
+    def newest_first(self, kind: str, cluster: str, instance_type: str
+                     ) -> Iterator[dict[str, Any]]:
+        """Usable records of one group, newest first, each decoded only when consumed: a
+        reader that needs the last few runs of a long history validates only those."""
+        cursor = self._conn.execute(
+            "SELECT id, CAST(record AS BLOB) AS record FROM results"
+            " WHERE kind = ? AND cluster = ? AND instance_type = ?"
+            " ORDER BY created DESC, ingested DESC", (kind, cluster, instance_type))
+        for row in cursor:
+            if (record := self._decode(row["id"], row["record"])) is not None:
+                yield record
+
     # --- baselines -----------------------------------------------------------------------
 
     def set_baseline(self, rid: str) -> tuple[str, str, str]:
