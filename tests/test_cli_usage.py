@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.nccl import FIXTURES
+from toolkit.bench.cli import BENCH_COMMANDS
 from toolkit.cli import COMMANDS, first_paragraph, load_command, main
 
 PCTK = Path(sys.executable).parent / "pctk"
@@ -86,6 +88,25 @@ def test_listed_help_is_the_commands_own(spec, capsys: pytest.CaptureFixture[str
     assert first_paragraph(load_command(spec).help or "") == spec.help
     assert main([spec.name, "--help"]) == 0
     assert f"pctk {spec.name}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", BENCH_COMMANDS, ids=lambda s: s.name)
+def test_listed_bench_help_is_the_commands_own(spec, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+                                               ) -> None:
+    assert first_paragraph(load_command(spec).help or "") == spec.help
+    assert main(["bench", spec.name, "--help"]) == 0
+    assert f"pctk bench {spec.name}" in capsys.readouterr().out
+
+
+def test_bench_nccl_parse_imports_no_other_benchmark_driver(tmp_path: Path) -> None:
+    log = FIXTURES / "09_nccl-tests-287-allreduce-1gpu-5090-avg0.log"
+    probe = ("import sys\nfrom toolkit.cli import main\n"
+             f"main(['bench', 'nccl', 'parse', {str(log)!r}, '--no-store', '--json'])\n"
+             "print(sorted(m for m in sys.modules\n"
+             "             if m.startswith(('toolkit.bench.', 'submitit'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60).stdout.strip().splitlines()[-1]
+    assert out == "['toolkit.bench.cli']"
 
 
 def test_version_through_the_console_script() -> None:

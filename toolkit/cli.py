@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import typer
 import typer.core
@@ -92,16 +92,18 @@ def load_command(spec: LazyCommand) -> Any:
 
 
 class LazyGroup(typer.core.TyperGroup):
-    """The root group: lists every command from :data:`COMMANDS`, imports one when used."""
+    """A group that lists every command of :attr:`lazy` and imports one only when used
+    (the root group and ``pctk bench`` use it)."""
 
+    lazy: ClassVar[dict[str, LazyCommand]] = {}
     _listing = False  # True while help lists the commands: short help needs no import
 
     def list_commands(self, ctx: Any) -> list[str]:
-        eager = [n for n in super().list_commands(ctx) if n not in _BY_NAME]
-        return [*_BY_NAME, *eager]
+        eager = [n for n in super().list_commands(ctx) if n not in self.lazy]
+        return [*self.lazy, *eager]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        spec = _BY_NAME.get(cmd_name)
+        spec = self.lazy.get(cmd_name)
         if spec is None or cmd_name in self.commands:
             return super().get_command(ctx, cmd_name)
         if self._listing:
@@ -131,13 +133,18 @@ def first_paragraph(text: str) -> str:
     return " ".join(text.strip().split("\n\n")[0].split())
 
 
+def lazy_group(commands: tuple[LazyCommand, ...]) -> type[LazyGroup]:
+    """A :class:`LazyGroup` class for these commands."""
+    return type("LazyGroup", (LazyGroup,), {"lazy": {c.name: c for c in commands}})
+
+
 _BY_NAME = {c.name: c for c in COMMANDS}
 
 # rich_markup_mode=None: the root help in click's plain format, since typer's rich formatter
 # costs 0.2 s of imports; each subcommand's own help keeps the rich format
 app = typer.Typer(
     name="pctk",
-    cls=LazyGroup,
+    cls=lazy_group(COMMANDS),
     help=(
         "Stand up, use and trust Slurm clusters on AWS ParallelCluster: generate and check "
         "cluster configs, submit jobs, benchmark the interconnect and training, check node "

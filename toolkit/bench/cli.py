@@ -1,24 +1,30 @@
-"""``pctk bench``: interconnect and training benchmarks."""
+"""``pctk bench``: interconnect, training and storage benchmarks.
+
+Each subcommand is imported only when it runs or shows its own help, so ``pctk bench nccl
+parse`` does not pay for the FSDP or storage drivers (tests/perf/nccl_parse.py).
+"""
 
 from __future__ import annotations
 
 import typer
 
+from toolkit.cli import LazyCommand, lazy_group
+
+BENCH_COMMANDS = (
+    LazyCommand("fsdp", "toolkit.bench.fsdp:fsdp_command",
+                "FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through "
+                "Slurm."),
+    LazyCommand("nccl", "toolkit.nccl.cli:app",
+                "nccl-tests: run on the cluster, parse logs, judge, compare, plot."),
+    LazyCommand("collectives", "toolkit.nccl.cli:collectives",
+                "torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."),
+    LazyCommand("storage", "toolkit.bench.storage_cli:storage_command",
+                "Shared file system throughput, IOPS and metadata rates from N nodes at once "
+                "(fio)."),
+)
+
 app = typer.Typer(
+    cls=lazy_group(BENCH_COMMANDS),
     help="Benchmarks that validate the accelerator and interconnect layers.",
     no_args_is_help=True,
 )
-
-from toolkit.bench.fsdp import fsdp_command  # noqa: E402
-
-app.command("fsdp")(fsdp_command)
-
-from toolkit.nccl.cli import app as nccl_app  # noqa: E402
-from toolkit.nccl.cli import collectives as collectives_command  # noqa: E402
-
-app.add_typer(nccl_app, name="nccl")
-app.command("collectives")(collectives_command)
-
-from toolkit.bench.storage_cli import storage_command  # noqa: E402
-
-app.command("storage")(storage_command)
