@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 from benchmarks.storage.aggregate import THROUGHPUT_PHASES
 from toolkit.bench import storage_expect as expect
 from toolkit.bench.storage import StorageJob, default_run_dir, run_storage
+from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
 
 
@@ -136,7 +136,7 @@ def storage_command(
     db: Path | None = typer.Option(None, "--db", envvar="PCTK_RESULTS_DB",
                                    help="Results database file (default: <state home>/"
                                         "results.db)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = JsonOption,
 ) -> None:
     """Shared file system throughput, IOPS and metadata rates from N nodes at once (fio)."""
     data = _config(config)
@@ -155,11 +155,10 @@ def storage_command(
     rec = _run_with_status(job, data, gbps, timeout, instance_type is None, quiet=as_json)
     stored = _store(job.run_dir / "record.json", db) if store else None
     if as_json:
-        typer.echo(json.dumps(rec, indent=2, sort_keys=True))
+        emit_json(rec)
     else:
         print_table(rec)
         typer.echo(f"record: {job.run_dir / 'record.json'}")
         if stored:
             typer.echo(f"stored as {stored}")
-    if rec["verdict"]["status"] == "FAIL":
-        raise typer.Exit(1)
+    fail_if(rec["verdict"]["status"] == "FAIL")

@@ -10,13 +10,13 @@ from typing import Annotated, Any
 import typer
 
 from toolkit.cliopts import pick_alias
+from toolkit.cliout import JsonFlag, emit_json, exit_with, fail_if
 from toolkit.errors import PctkError
 from toolkit.paths import config_or_preset
 
 app = typer.Typer(help="Generate, check, upgrade, show and compare ParallelCluster v3 configs.",
                   no_args_is_help=True)
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 OutputPath = Annotated[Path | None, typer.Option("-o", "--out", help="Write here (atomic).")]
 OldOutputPath = Annotated[Path | None, typer.Option("--output", hidden=True,
                                                     help="Deprecated: -o/--out.")]
@@ -27,15 +27,6 @@ VarList = Annotated[
     list[str] | None, typer.Option("--var", help="Fill ${NAME} with VALUE: --var NAME=VALUE.")
 ]
 
-
-def _finish(code: int, message: str, hint: str | None = None) -> None:
-    """Exit with ``code``: the findings were already printed, so nothing more to say."""
-    if code:
-        raise typer.Exit(code)
-
-
-def _echo_json(obj: Any) -> None:
-    typer.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
 def _load(path: Path) -> Any:
@@ -79,7 +70,7 @@ def new(
     if output is not None and write:
         atomic_write_text(output, text)
     if as_json:
-        _echo_json({"spec": str(spec), "output": str(output) if output else None,
+        emit_json({"spec": str(spec), "output": str(output) if output else None,
                     "written": output is not None and write,
                     "yaml": text if output is None and write else None,
                     "check": report.to_json()})
@@ -88,7 +79,7 @@ def new(
             typer.echo(text, nl=False)
         _print_findings(report, err=True, infos=False)  # upstream's notes are for `check`
         _say_where(output, report, write)
-    _finish(report.exit_code, "")
+    exit_with(report.exit_code)
 
 
 def _say_where(output: Path | None, report: Any, written: bool) -> None:
@@ -182,14 +173,11 @@ def check(
     variables = parse_var_assignments(var or [])
     reports = [check_file(f, variables) for f in files]
     if as_json:
-        _echo_json({"files": [r.to_json() for r in reports]})
+        emit_json({"files": [r.to_json() for r in reports]})
     else:
         for r in reports:
             _print_report(r)
-    code = max(r.exit_code for r in reports)
-    bad = [r.source for r in reports if r.exit_code]
-    verdict = "unusable input" if code == 2 else "findings at ERROR level"
-    _finish(code, f"{', '.join(bad)}: {verdict}", "fix the findings above" if code == 1 else None)
+    exit_with(max(r.exit_code for r in reports))
 
 
 @app.command("upgrade")
@@ -218,7 +206,7 @@ def upgrade(
         atomic_write_text(target, text)
     rows = [{"path": format_path(c.path), "change": c.fix, "why": c.message} for c in changes]
     if as_json:
-        _echo_json({"file": str(file), "output": str(target), "changes": rows,
+        emit_json({"file": str(file), "output": str(target), "changes": rows,
                     "schema": f"aws-parallelcluster {parallelcluster_version()}"})
         return
     if not changes:
@@ -239,7 +227,7 @@ def show(file: ConfigRef, as_json: JsonFlag = False) -> None:
 
     summary = summarize(_load(file))
     if as_json:
-        _echo_json(summary.to_json())
+        emit_json(summary.to_json())
         return
     table = Table(title=f"{file} ({summary.region or 'no region'})")
     for col in ("queue", "resource", "instance type", "capacity", "min", "max", "accel/node",
@@ -274,7 +262,7 @@ def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
 
     changes = diff_configs(_load(a), _load(b))
     if as_json:
-        _echo_json({"a": str(a), "b": str(b), "changes": [c.to_json() for c in changes]})
+        emit_json({"a": str(a), "b": str(b), "changes": [c.to_json() for c in changes]})
     else:
         for c in changes:
             if c.kind == "changed":
@@ -285,7 +273,7 @@ def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
                 typer.echo(f"- {c.path}: {json.dumps(c.old)}")
         if not changes:
             typer.echo("no semantic differences")
-    _finish(1 if changes else 0, f"{a} and {b} differ ({len(changes)} changes)")
+    fail_if(bool(changes))
 
 
 @app.command("regen")
@@ -298,12 +286,11 @@ def regen(
 
     changed = regenerate(check_only=check_only)
     if as_json:
-        _echo_json({"changed": [str(p) for p in changed], "check": check_only})
+        emit_json({"changed": [str(p) for p in changed], "check": check_only})
     else:
         verb = "stale" if check_only else "wrote"
         for p in changed:
             typer.echo(f"{verb} {p}")
         if not changed:
             typer.echo("presets are up to date")
-    _finish(1 if (check_only and changed) else 0, f"{len(changed)} preset(s) are stale",
-            "run `pctk config regen`")
+    fail_if(check_only and bool(changed))

@@ -8,7 +8,6 @@ critical. Other pctk commands keep 2 for unusable input.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -16,6 +15,7 @@ from rich.console import Console
 
 from benchmarks.health.runner import CHECKS
 from toolkit.cliopts import DbOption, StoreOption
+from toolkit.cliout import JsonOption, emit_json, exit_with
 from toolkit.fsutil import atomic_write_json
 from toolkit.progress import ProgressLines
 
@@ -51,7 +51,7 @@ def run_command(
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job."),
     python: str | None = typer.Option(
         None, "--python", help="Python interpreter on the nodes (default: this one's path)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result record as JSON."),
+    as_json: bool = JsonOption,
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the record here."),
     store: bool = StoreOption,
     db: Path | None = DbOption,
@@ -78,7 +78,7 @@ def run_command(
     if out is not None:
         report.write(result, out, record)
     if as_json:
-        typer.echo(json.dumps(record, indent=2, sort_keys=True))
+        emit_json(record)
     else:
         report.print_report(result)
         Console().print(f"record: {out or record_path}", highlight=False)
@@ -86,7 +86,7 @@ def run_command(
         from toolkit.results.ingest import store_finished_run
 
         store_finished_run(record_path, db)
-    raise typer.Exit(result.exit_code)
+    exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 
 
 @app.command("expectations")
@@ -102,21 +102,21 @@ def expectations_command(
     spec = build_expectations(list(instance_type) if instance_type else None,
                               mounts=list(mount) if mount else None)
     if out is None:
-        typer.echo(json.dumps(spec, indent=2, sort_keys=True))
+        emit_json(spec)
     else:
         atomic_write_json(out, spec, 0o644)
         typer.echo(f"wrote {out}")
 
 
 @app.command("checks")
-def checks_command(as_json: bool = typer.Option(False, "--json")) -> None:
+def checks_command(as_json: bool = JsonOption) -> None:
     """List the checks and the level that runs them."""
     rows = [{"check": name, "level": level, "about": (fn.__doc__ or "").strip().split("\n")[0]}
             for name, fn, level in CHECKS]
     rows.insert(0, {"check": "node", "level": "quick", "about": "Slurm state and reason "
                     "(driver side)"})
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        emit_json(rows, sort_keys=False)
         return
     for r in rows:
         typer.echo(f"{r['check']:<13} {r['level']:<6} {r['about']}")
