@@ -10,10 +10,34 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_REPO_PRESETS = Path(__file__).resolve().parent.parent / "cluster-configs"
+# the folder holding the toolkit and benchmarks packages: a source checkout, or site-packages
+# when pctk is installed from its wheel (which then carries cluster-configs/ and sbatch/
+# inside the package, see pyproject.toml)
+_CODE_ROOT = Path(__file__).resolve().parent.parent
+_REPO_PRESETS = _CODE_ROOT / "cluster-configs"
 _PACKAGED_PRESETS = Path(__file__).resolve().parent / "_presets"
+_REPO_SBATCH = _CODE_ROOT / "sbatch"
+_PACKAGED_SBATCH = Path(__file__).resolve().parent / "_sbatch"
 
 DEFAULT_PRESET = "p5-training"
+
+
+def code_root() -> Path:
+    """Where ``toolkit`` and ``benchmarks`` are importable from: the checkout, or site-packages.
+
+    Jobs put it on ``PYTHONPATH`` (and ``--chdir`` there) so the nodes run the same code.
+    """
+    return _CODE_ROOT
+
+
+def sbatch_dir() -> Path:
+    """The plain batch scripts (``sbatch/``; inside the package when installed from a wheel)."""
+    return _REPO_SBATCH if _REPO_SBATCH.is_dir() else _PACKAGED_SBATCH
+
+
+def sbatch_script(name: str) -> Path:
+    """A script of :func:`sbatch_dir` by file name (``collectives.sbatch``)."""
+    return sbatch_dir() / name
 
 
 def presets_dir() -> Path:

@@ -20,10 +20,12 @@ from typing import Any
 from benchmarks.record import read_record, write_record
 from toolkit.bench import storage_expect as expect
 from toolkit.errors import PctkError
+from toolkit.paths import code_root, sbatch_script
 from toolkit.submit import slurm
+from toolkit.submit.jobspec import JobSpec, sbatch_options
 
-REPO = Path(__file__).resolve().parents[2]
-SBATCH_SCRIPT = REPO / "sbatch" / "storage.sbatch"
+REPO = code_root()
+SBATCH_SCRIPT = sbatch_script("storage.sbatch")
 VERDICT_PHASES = ("seq_write", "seq_read")
 
 
@@ -53,13 +55,10 @@ class StorageJob:
                 *([] if self.direct else ["--no-direct"])]
 
     def sbatch_args(self) -> list[str]:
-        args = [f"--nodes={self.nodes}", "--ntasks-per-node=1", f"--chdir={REPO}",
-                f"--output={self.run_dir / 'slurm-%j.out'}", "--export=ALL"]
-        if self.partition:
-            args.append(f"--partition={self.partition}")
-        if self.time_limit:
-            args.append(f"--time={self.time_limit}")
-        return [*args, str(SBATCH_SCRIPT), *self.node_args()]
+        spec = JobSpec(nodes=self.nodes, ntasks_per_node=1, partition=self.partition,
+                       time=self.time_limit, output=str(self.run_dir / "slurm-%j.out"),
+                       chdir=str(REPO), export="ALL")
+        return [*sbatch_options(spec), str(SBATCH_SCRIPT), *self.node_args()]
 
 
 def validate(job: StorageJob) -> None:

@@ -17,7 +17,7 @@ def instance_expectations(name: str) -> dict[str, Any]:
     # the node check does not control NCCL's algorithm: judge by the most lenient figure
     busbw = catalog.busbw_expectation(name, "all_reduce", 1, algo=None)
     return {
-        "gpu_count": acc.count if gpu and acc else 0,
+        "gpu_count": inst.gpus,
         "gpu_model": acc.model if gpu and acc else None,
         "gpu_memory_mib": acc.memory_mib if gpu and acc else None,
         "efa_interfaces": inst.efa_interfaces if inst.efa_supported else 0,

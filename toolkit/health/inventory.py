@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 
 from benchmarks.distenv import expand_hostlist
 from toolkit import catalog
 from toolkit.errors import PctkError
+from toolkit.submit import slurm
 
 SINFO_FIELDS = "NodeList:|,Partition:|,StateComplete:|,Reason:|,Features:|,Gres:|"
 UNRESPONSIVE_FLAGS = {"not_responding", "down", "future", "unknown", "fail", "powered_down",
@@ -63,22 +62,6 @@ class SlurmNode:
         return next((f for f in self.features if catalog.find(f) is not None), None)
 
 
-def slurm_env() -> dict[str, str]:
-    return dict(os.environ)
-
-
-def run_slurm(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=slurm_env())
-    except FileNotFoundError:
-        raise PctkError(f"{argv[0]} not found", "run on a Slurm head or login node (or start "
-                        "the twin: pctk local up)") from None
-    except subprocess.TimeoutExpired:
-        raise PctkError(f"{' '.join(argv[:3])} gave no answer in {timeout:g}s",
-                        "is slurmctld up? (scontrol ping)") from None
-
-
 def parse_sinfo(text: str) -> dict[str, SlurmNode]:
     """Nodes from ``sinfo -N -h -O SINFO_FIELDS``; a node in two partitions is listed twice."""
     nodes: dict[str, SlurmNode] = {}
@@ -101,10 +84,7 @@ def parse_sinfo(text: str) -> dict[str, SlurmNode]:
 
 
 def read_nodes() -> dict[str, SlurmNode]:
-    r = run_slurm(["sinfo", "-N", "-h", "-O", SINFO_FIELDS])
-    if r.returncode != 0:
-        raise PctkError(f"sinfo failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
-    return parse_sinfo(r.stdout)
+    return parse_sinfo(slurm.sinfo_nodes(SINFO_FIELDS))
 
 
 def partitions_of(nodes: dict[str, SlurmNode]) -> list[str]:

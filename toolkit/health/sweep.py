@@ -26,21 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import benchmarks
 from benchmarks.health.runner import CHECK_NAMES, LEVELS, drain_reason
 from benchmarks.health.status import FAIL, OK, SKIP, WARN, CheckResult
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
-from toolkit.health import slurmops
 from toolkit.health.expect import build_expectations
 from toolkit.health.inventory import HealthInputError, SlurmNode, read_nodes, select_nodes
-from toolkit.paths import health_dir
+from toolkit.paths import code_root, health_dir, sbatch_script
+from toolkit.submit import slurm
+from toolkit.submit.jobspec import JobSpec, sbatch_options
 
-REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
-SWEEP_SCRIPT = REPO_ROOT / "sbatch" / "health-sweep.sbatch"
+REPO_ROOT = code_root()
+SWEEP_SCRIPT = sbatch_script("health-sweep.sbatch")
 UNKNOWN = "UNKNOWN"  # the node check of a node that wrote no report: no evidence either way
 MAX_DRAIN_FRACTION = 0.10  # default --max-drain: this share of the partition, at least 1
-ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED")
 DEFAULT_TIMEOUT_S = {"quick": 300.0, "full": 3600.0}
 
 
@@ -143,19 +142,16 @@ def _groups(nodes: list[SlurmNode], partition: str | None, reservation: str | No
 
 
 def _sbatch_argv(g: Group, opts: SweepOptions, run_dir: Path, minutes: int) -> list[str]:
-    argv = [
-        "--job-name=pctk-health", f"--partition={g.partition}", f"--nodes={len(g.nodes)}",
-        "--ntasks-per-node=1", f"--nodelist={','.join(g.nodes)}", "--exclusive",
-        "--no-requeue", f"--time={minutes}", f"--output={run_dir}/job-%j.out",
-        f"--chdir={run_dir}",
-        f"--export=ALL,PYTHONPATH={REPO_ROOT},PCTK_PYTHON={opts.python}",
-    ]
-    if g.gpus:
-        argv.append(f"--gres=gpu:{g.gpus}")  # --exclusive alone does not hand out GRES
-    if g.reservation:
-        argv.append(f"--reservation={g.reservation}")
-    argv += [str(SWEEP_SCRIPT), "--level", opts.level, "--expect", str(run_dir / "expect.json"),
-             "--out-dir", str(run_dir / "nodes"), "--dcgm-level", str(opts.dcgm_level)]
+    spec = JobSpec(
+        job_name="pctk-health", nodes=len(g.nodes), ntasks_per_node=1,
+        gres=f"gpu:{g.gpus}" if g.gpus else None,  # --exclusive alone does not hand out GRES
+        exclusive=True, partition=g.partition, nodelist=",".join(g.nodes),
+        reservation=g.reservation, time=minutes, requeue=False,
+        output=f"{run_dir}/job-%j.out", chdir=str(run_dir),
+        export=f"ALL,PYTHONPATH={REPO_ROOT},PCTK_PYTHON={opts.python}")
+    argv = [*sbatch_options(spec), str(SWEEP_SCRIPT), "--level", opts.level,
+            "--expect", str(run_dir / "expect.json"), "--out-dir", str(run_dir / "nodes"),
+            "--dcgm-level", str(opts.dcgm_level)]
     if opts.checks:
         argv += ["--checks", ",".join(opts.checks)]
     return argv
@@ -167,33 +163,27 @@ def _wait(groups: list[Group], results: Path, timeout: float,
     last (state, reason) of each job. With ``settle``, also until the jobs have left the
     nodes (before drains and resumes); else the finished jobs end on their own."""
     expected = {n for g in groups for n in g.nodes}
-    states: dict[str, tuple[str, str]] = {}
+    ids = [g.job_id for g in groups if g.job_id]
+    reasons: dict[str, tuple[str, str]] = {}
+
+    def read(job_ids: list[str]) -> dict[str, str | None]:
+        reasons.update({j: slurm.job_reason(j) for j in job_ids})
+        return {j: reasons[j][0] for j in job_ids}
+
+    def reported() -> set[str]:
+        return {p.stem for p in results.glob("*.json")} & expected
+
     deadline = time.monotonic() + timeout
-    next_poll = 0.0
-    while True:
-        done = {p.stem for p in results.glob("*.json")} & expected
-        if done == expected:
-            break
-        now = time.monotonic()
-        if now >= next_poll:
-            states = {g.job_id: slurmops.job_state(g.job_id) for g in groups if g.job_id}
-            progress(f"{len(done)}/{len(expected)} nodes reported")
-            if all(s not in ACTIVE_STATES for s, _ in states.values()):
-                time.sleep(0.2)  # a report written just before the job ended
-                break
-            next_poll = now + 1.0
-        if now >= deadline:
-            break
-        time.sleep(0.05)
-    end = time.monotonic() + 10
-    while settle and time.monotonic() < end:
-        states = {g.job_id: slurmops.job_state(g.job_id) for g in groups if g.job_id}
-        if all(s not in ACTIVE_STATES for s, _ in states.values()):
-            break
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    return states
+    _, timed_out = slurm.wait_jobs(
+        ids, read=read, timeout=timeout, poll=1.0, tick=0.05,
+        until=lambda: reported() == expected,
+        on_poll=lambda _s: progress(f"{len(reported())}/{len(expected)} nodes reported"))
+    if not timed_out and reported() != expected:
+        time.sleep(0.2)  # every job ended: a report written just before the job ended
+    if settle:
+        slurm.wait_jobs(ids, read=read, poll=0.2,
+                        timeout=max(0.0, min(10.0, deadline - time.monotonic())))
+    return reasons
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:
@@ -233,7 +223,7 @@ def _missing_report(g: Group, states: dict[str, tuple[str, str]], timeout: float
                            f"not checked: job {g.job_id} did not run within {timeout:g}s "
                            f"({reason or state}); nodes busy?")
     log = run_dir / f"job-{g.job_id}.out"
-    if state in ACTIVE_STATES:
+    if slurm.is_active(state):
         return CheckResult(UNKNOWN, value, "report",
                            f"no report: job {g.job_id} still {state} at the {timeout:g}s "
                            "timeout; not evidence against the node",
@@ -268,7 +258,8 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
         raise HealthInputError(f"unknown check {', '.join(unknown)}",
                                f"checks: {', '.join(CHECK_NAMES)}")
     if not SWEEP_SCRIPT.exists():
-        raise PctkError(f"{SWEEP_SCRIPT} not found", "run pctk from its source checkout")
+        raise PctkError(f"{SWEEP_SCRIPT} not found",
+                        "the pctk install is incomplete: reinstall it (its wheel carries sbatch/)")
     start = time.monotonic()
     timeout = opts.timeout_s or DEFAULT_TIMEOUT_S[opts.level]
     all_nodes = read_nodes()
@@ -309,28 +300,28 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
     resumed_for_check: list[str] = []
     try:
         if reservation:
-            slurmops.create_reservation(reservation, list(old_reasons), minutes + 5)
+            slurm.create_reservation(reservation, list(old_reasons), minutes + 5)
             for name in old_reasons:
-                slurmops.resume(name)
+                slurm.resume(name)
                 resumed_for_check.append(name)
         for g in groups:
-            g.job_id = slurmops.submit(_sbatch_argv(g, opts, run_dir, minutes))
+            g.job_id = slurm.sbatch(_sbatch_argv(g, opts, run_dir, minutes))
             opts.progress(f"job {g.job_id}: {len(g.nodes)} nodes in {g.partition}")
         states = _wait(groups, run_dir / "nodes", timeout, opts.progress,
                        settle=opts.drain or bool(to_recheck))
     except BaseException:
         for g in groups:
             if g.job_id:
-                slurmops.cancel(g.job_id)
+                slurm.cancel(g.job_id)
         for name in resumed_for_check:
-            slurmops.drain(name, old_reasons[name])
+            slurm.drain(name, old_reasons[name])
         if reservation:
-            slurmops.delete_reservation(reservation)
+            slurm.delete_reservation(reservation)
         raise
     reported = {p.stem for p in (run_dir / "nodes").glob("*.json")}
     for g in groups:
         if g.job_id and not set(g.nodes) <= reported:
-            slurmops.cancel(g.job_id)  # timed out: stop what still waits or hangs
+            slurm.cancel(g.job_id)  # timed out: stop what still waits or hangs
 
     result = SweepResult(run_id, run_dir, opts.level, opts.partition, {}, itypes,
                          [g.job_id for g in groups if g.job_id], max_drain=max_drain)
@@ -357,7 +348,7 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
         _act(result, selected, old_reasons, opts.drain)
     finally:
         if reservation:
-            slurmops.delete_reservation(reservation)
+            slurm.delete_reservation(reservation)
     result.elapsed_s = round(time.monotonic() - start, 2)
     return result
 
@@ -399,7 +390,7 @@ def _act(result: SweepResult, selected: list[SlurmNode], old_reasons: dict[str, 
         if n.name in old_reasons:
             if reason or n.name in result.unchecked:
                 reason = reason or old_reasons[n.name]
-                slurmops.drain(n.name, reason)  # back to how it was: not a new drain
+                slurm.drain(n.name, reason)  # back to how it was: not a new drain
                 result.drained[n.name] = reason
             else:
                 result.resumed.append(n.name)
@@ -414,5 +405,5 @@ def _act(result: SweepResult, selected: list[SlurmNode], old_reasons: dict[str, 
             f"--max-drain {len(to_drain)}")
         return
     for name, reason in to_drain.items():
-        slurmops.drain(name, reason)
+        slurm.drain(name, reason)
         result.drained[name] = reason

@@ -5,7 +5,6 @@ Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL or a regression, 2 unusable inpu
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import typer
 from rich.console import Console
 
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
+from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
 from toolkit.paths import new_run_dir
 from toolkit.progress import ProgressLines
@@ -22,7 +22,6 @@ from toolkit.progress import ProgressLines
 app = typer.Typer(help="nccl-tests: run on the cluster, parse logs, judge, compare, plot.",
                   no_args_is_help=True)
 
-JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 InstanceType = typer.Option(None, "--instance-type", envvar="PCTK_INSTANCE_TYPE",
                             help="Instance type for the busbw expectation (catalog).")
 Collective = typer.Option(None, "--collective", "-c",
@@ -60,13 +59,6 @@ def _wide_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=140)
 
 
-def _exit_for(status_failed: bool) -> None:
-    # SystemExit, not typer.Exit: toolkit.cli.main drops typer.Exit codes returned by
-    # click in standalone_mode=False
-    if status_failed:
-        raise SystemExit(1)
-
-
 def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_json: bool,
                csv_path: Path | None, plot_path: Path | None) -> None:
     from toolkit.nccl.report import plot_busbw, print_run, runs_summary, write_csv
@@ -76,7 +68,7 @@ def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_jso
     if plot_path:
         plot_busbw(plot_path, runs)
     if as_json:
-        typer.echo(json.dumps(rec, indent=2, sort_keys=True))
+        emit_json(rec)
         return
     console = _wide_console()
     if len(runs) > MAX_RUN_TABLES:
@@ -103,7 +95,7 @@ def parse(
     out: Path = RecordOut,
     csv_path: Path = CsvOut,
     plot_path: Path = PlotOut,
-    as_json: bool = JsonOut,
+    as_json: bool = JsonOption,
     store: bool = StoreOption,
     db: Path | None = DbOption,
 ) -> None:
@@ -136,7 +128,7 @@ def parse(
         from toolkit.results.ingest import store_finished_run
 
         store_finished_run(rec, db, logs=files)
-    _exit_for(rec["verdict"]["status"] == "FAIL")
+    fail_if(rec["verdict"]["status"] == "FAIL")
 
 
 @app.command()
@@ -157,7 +149,7 @@ def run(
     old_out: Path | None = OldRunDir,
     instance_type: str = InstanceType,
     timeout: float = typer.Option(1800, "--timeout", help="Seconds per binary."),
-    as_json: bool = JsonOut,
+    as_json: bool = JsonOption,
     store: bool = StoreOption,
     db: Path | None = DbOption,
 ) -> None:
@@ -225,19 +217,21 @@ def run(
         from toolkit.results.ingest import store_finished_run
 
         store_finished_run(out_dir / "record.json", db)
-    _exit_for(rec["verdict"]["status"] == "FAIL")
+    fail_if(rec["verdict"]["status"] == "FAIL")
 
 
 @app.command()
 def compare(
     before: Path = Before,
     after: Path = After,
-    threshold: float = typer.Option(0.10, "--threshold",
-                                    help="Flag a drop larger than this fraction."),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="Flag a drop larger than this fraction (default: 0.05, "
+        "as `pctk results compare`)."),
     min_bytes: str = typer.Option("1M", "--min-bytes",
-                                  help="Only flag sizes at or above this (small = noisy)."),
+                                  help="Only flag sizes at or above this (small = noisy); "
+                                  "of those, the largest four that both runs measured."),
     collective: str = Collective,
-    as_json: bool = JsonOut,
+    as_json: bool = JsonOption,
 ) -> None:
     """busbw change per size between two runs; exit 1 on a regression."""
     from rich.table import Table
@@ -246,11 +240,13 @@ def compare(
     from toolkit.nccl.compare import compare_runs
     from toolkit.nccl.record import load_runs
     from toolkit.nccl.report import human_bytes
+    from toolkit.results.compare import DEFAULT_THRESHOLD
 
     try:
         floor = parse_bytes(min_bytes)
     except ValueError as exc:
         raise PctkError(str(exc), "write e.g. --min-bytes 1M") from None
+    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     comps, unmatched = compare_runs(load_runs(before, collective=collective),
                                     load_runs(after, collective=collective),
                                     threshold=threshold, min_bytes=floor)
@@ -260,12 +256,12 @@ def compare(
                         "compare runs of the same collective")
     regressed = any(c.regressions for c in comps)
     if as_json:
-        typer.echo(json.dumps({
+        emit_json({
             "threshold": threshold, "min_bytes": floor, "regression": regressed,
             "unmatched": unmatched,
             "collectives": [{"collective": c.collective, "sizes": [s.__dict__ for s in c.sizes],
                              "only_before": c.only_before, "only_after": c.only_after}
-                            for c in comps]}, indent=2))
+                            for c in comps]}, sort_keys=False)
     else:
         console = _wide_console()
         for c in comps:
@@ -280,8 +276,8 @@ def compare(
         for u in unmatched:
             console.print(f"note: {u}")
         console.print("[red]regression[/]" if regressed else "no regression beyond "
-                      f"{threshold:.0%} at >= {human_bytes(floor)}")
-    _exit_for(regressed)
+                      f"{threshold:.0%} at the largest sizes >= {human_bytes(floor)}")
+    fail_if(regressed)
 
 
 @app.command()
@@ -289,7 +285,7 @@ def plot(
     files: list[Path] = PlotFiles,
     out: Path = PlotPath,
     collective: str = Collective,
-    as_json: bool = JsonOut,
+    as_json: bool = JsonOption,
 ) -> None:
     """PNG of busbw against message size (log2), several runs overlaid."""
     from toolkit.nccl.record import load_runs
@@ -302,7 +298,7 @@ def plot(
             labels.append(f"{f.name}: {run_title(r).split(' | ')[0]}")
     path = plot_busbw(out, runs, labels)
     if as_json:
-        typer.echo(json.dumps({"plot": str(path), "runs": len(runs)}))
+        emit_json({"plot": str(path), "runs": len(runs)}, indent=None, sort_keys=False)
     else:
         typer.echo(f"wrote {path} ({len(runs)} runs)")
 
@@ -326,7 +322,7 @@ def collectives(
     timeout: float = typer.Option(1800, "--timeout", help="Seconds to wait for the job."),
     from_record: Path = FromRecord,
     instance_type: str = InstanceType,
-    as_json: bool = JsonOut,
+    as_json: bool = JsonOption,
     store: bool = StoreOption,
     db: Path | None = DbOption,
 ) -> None:
@@ -396,4 +392,4 @@ def collectives(
         from toolkit.results.ingest import store_finished_run
 
         store_finished_run(rec_path, db)
-    _exit_for(rec["verdict"]["status"] == "FAIL")
+    fail_if(rec["verdict"]["status"] == "FAIL")

@@ -1,8 +1,10 @@
 """Change in busbw per message size between two runs, with regressions flagged.
 
-Runs are paired by collective (and rank count where both know it). Sizes below
-``min_bytes`` are shown but never flagged: small messages are latency-bound and vary by
-more than any useful threshold between identical runs.
+Runs are paired by collective (and rank count where both know it). Every common size is
+shown; which sizes may be flagged, and by how much a drop must exceed, is the results' one
+rule (:func:`toolkit.results.compare.judged_sizes`, ``DEFAULT_THRESHOLD``), with ``min_bytes``
+as an extra floor: small messages are latency-bound and vary by more than any useful
+threshold between identical runs.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from toolkit.nccl.model import CollectiveRun
+from toolkit.results.compare import DEFAULT_THRESHOLD, is_drop, judged_sizes
 
-DEFAULT_THRESHOLD = 0.10
 DEFAULT_MIN_BYTES = 1 << 20
 
 
@@ -60,11 +62,13 @@ def compare_runs(before: list[CollectiveRun], after: list[CollectiveRun], *,
         cmp = Comparison(b.collective or "?", b, match,
                          only_before=sorted(set(bb) - set(ab)),
                          only_after=sorted(set(ab) - set(bb)))
-        for size in sorted(set(bb) & set(ab)):
+        common = set(bb) & set(ab)
+        judged = set(judged_sizes(common, min_bytes))
+        for size in sorted(common):
             x, y = bb[size], ab[size]
             change = (y - x) / x if x else 0.0
             cmp.sizes.append(SizeChange(size, x, y, change,
-                                        size >= min_bytes and x > 0 and change < -threshold))
+                                        size in judged and x > 0 and is_drop(change, threshold)))
         out.append(cmp)
     unmatched += [f"{a.collective} only in the second input" for a in pool]
     return out, unmatched

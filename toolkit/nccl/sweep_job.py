@@ -13,8 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SBATCH_SCRIPT = REPO / "sbatch" / "collectives.sbatch"
+from toolkit.paths import code_root, sbatch_script
+from toolkit.submit import slurm
+from toolkit.submit.jobspec import JobSpec, sbatch_options
+
+REPO = code_root()
+SBATCH_SCRIPT = sbatch_script("collectives.sbatch")
 
 @dataclass
 class SweepJob:
@@ -32,21 +36,16 @@ class SweepJob:
 
 
 def sbatch_command(job: SweepJob, out_dir: Path) -> list[str]:
-    cmd = ["sbatch", "--parsable", f"--nodes={job.nodes}",
-           f"--ntasks-per-node={job.ntasks_per_node}", f"--chdir={REPO}",
-           f"--output={out_dir / 'slurm-%j.out'}", "--export=ALL"]
-    if job.partition:
-        cmd.append(f"--partition={job.partition}")
-    if job.gpus_per_node:
-        cmd.append(f"--gpus-per-node={job.gpus_per_node}")
-    if job.time_limit:
-        cmd.append(f"--time={job.time_limit}")
-    cmd += [str(SBATCH_SCRIPT), "--ops", job.ops, "--min-bytes", job.min_bytes,
-            "--max-bytes", job.max_bytes, "--iters", str(job.iters), "--warmup",
-            str(job.warmup), "--out", str(out_dir / "record.json")]
+    spec = JobSpec(nodes=job.nodes, ntasks_per_node=job.ntasks_per_node,
+                   gpus_per_node=job.gpus_per_node or None, partition=job.partition,
+                   time=job.time_limit, output=str(out_dir / "slurm-%j.out"), chdir=str(REPO),
+                   export="ALL")
+    args = ["--ops", job.ops, "--min-bytes", job.min_bytes, "--max-bytes", job.max_bytes,
+            "--iters", str(job.iters), "--warmup", str(job.warmup),
+            "--out", str(out_dir / "record.json")]
     if job.emulate_missing:
-        cmd.append("--emulate-missing")
-    return cmd
+        args.append("--emulate-missing")
+    return slurm.sbatch_command(SBATCH_SCRIPT, *sbatch_options(spec), script_args=args)
 
 
 def sweep_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -59,14 +58,10 @@ def sweep_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 def submit(cmd: list[str], env: dict[str, str]) -> str:
     """Submit ``sbatch_command``'s argument list; returns the job id."""
-    from toolkit.submit import slurm
-
-    return slurm.sbatch([a for a in cmd[1:] if a != "--parsable"], env=env)
+    return slurm.submit(cmd, env=env)
 
 
 def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0,
                  on_state: Callable[[str], None] | None = None) -> str:
     """Poll until a terminal state; 'GONE' when Slurm forgot a job it had shown."""
-    from toolkit.submit.slurm import wait_job
-
-    return wait_job(job_id, timeout=timeout, poll=poll, on_state=on_state)
+    return slurm.wait_job(job_id, timeout=timeout, poll=poll, on_state=on_state)

@@ -11,6 +11,7 @@ A drop counts when it is larger than ``threshold`` (relative, default 5%).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,12 +61,25 @@ def _change(current: float, baseline: float) -> float | None:
     return (current - baseline) / baseline if baseline else None
 
 
-def large_common_sizes(current: list[m.BusbwPoint], baseline: list[m.BusbwPoint]) -> list[int]:
-    common = sorted({p.size for p in current} & {p.size for p in baseline})
-    if not common:
+def judged_sizes(common: Iterable[int], min_bytes: int = 0) -> list[int]:
+    """The message sizes a busbw comparison judges, the one rule for `pctk results compare`
+    and `pctk bench nccl compare`: the ``TOP_SIZES`` largest sizes both runs measured, none
+    below the largest / ``SIZE_SPAN`` or below ``min_bytes`` (smaller messages are
+    latency-bound and too noisy to judge bandwidth by)."""
+    sizes = sorted(set(common))
+    if not sizes:
         return []
-    floor = common[-1] / SIZE_SPAN
-    return [s for s in common[-TOP_SIZES:] if s >= floor]
+    floor = max(sizes[-1] / SIZE_SPAN, min_bytes)
+    return [s for s in sizes[-TOP_SIZES:] if s >= floor]
+
+
+def is_drop(change: float | None, threshold: float) -> bool:
+    """A fall by more than ``threshold`` (relative)."""
+    return change is not None and change < -threshold
+
+
+def large_common_sizes(current: list[m.BusbwPoint], baseline: list[m.BusbwPoint]) -> list[int]:
+    return judged_sizes({p.size for p in current} & {p.size for p in baseline})
 
 
 def compare_busbw(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
@@ -87,7 +101,7 @@ def compare_busbw(current: dict[str, Any], baseline: dict[str, Any], threshold: 
             out.points.append(Point(
                 metric="busbw_GBps", where=f"{name} @ {m.format_size(size)} ({size} B)",
                 baseline=base[size], current=cur[size], change=change,
-                regression=change is not None and change < -threshold,
+                regression=is_drop(change, threshold),
             ))
     cur_ranks, base_ranks = m.nranks(current), m.nranks(baseline)
     for name in sorted(cur_ranks.keys() & base_ranks.keys()):

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolkit.cliout import FAILED, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
+from toolkit.submit import slurm
 from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,
@@ -27,6 +27,7 @@ from toolkit.submit.command import (
 from toolkit.submit.logfiles import find_logs, submitit_folder
 from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
 
+LIVE_FORMAT = "%i|%j|%T|%D|%M|%N|%r"  # squeue: id, name, state, nodes, elapsed, list, reason
 ConfigOpt = typer.Option(None, "--config", "-c", help="Cluster config (default: the cluster "
                          "Slurm points at: $PCTK_CLUSTER_CONFIG, the twin, or ParallelCluster's).")
 
@@ -60,7 +61,7 @@ def submit(
     wait: bool = typer.Option(False, "--wait", "-w", help="Wait for the end with a progress "
                               "bar; exit 1 if any task did not complete."),
     config: str = ConfigOpt,
-    json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Submit a command (multi-node aware: srun across nodes) or a Python function.
 
@@ -84,7 +85,7 @@ def submit(
                      exclusive=bool(gpus) and gpus == (gpus_per_node or gpus), instance_type=itype)
     sub = submit_command(job, max_array=max_array_size())
     if json_out and not wait:
-        print(json.dumps(sub.to_json()))
+        emit_json(sub.to_json(), indent=None, sort_keys=False)
         return
     if not json_out:
         print(f"submitted {' '.join(sub.job_ids)} ({describe_shape(job, sub)}) to {qname}; "
@@ -96,12 +97,12 @@ def submit(
             _stopped(exc)
         bad = {k: v for k, v in states.items() if not v.startswith(OK_STATES)}
         if json_out:
-            print(json.dumps({**sub.to_json(), "states": states}))
+            emit_json({**sub.to_json(), "states": states}, indent=None, sort_keys=False)
         elif bad:
             print(f"{len(bad)} of {len(states)} task(s) did not complete: "
                   + ", ".join(f"{k}={v}" for k, v in list(bad.items())[:10]), file=sys.stderr)
         if bad:
-            raise typer.Exit(1)
+            exit_with(FAILED)
 
 
 def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, gpus: int,
@@ -123,7 +124,10 @@ def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, g
                          job_name=name or func_name)
     job = ex.submit(func, *args)  # the executor records its log folder for `pctk logs`
     if not wait:
-        print(json.dumps({"job_ids": [job.job_id]}) if json_out else f"submitted {job.job_id}")
+        if json_out:
+            emit_json({"job_ids": [job.job_id]}, indent=None)
+        else:
+            print(f"submitted {job.job_id}")
         return
     try:
         wait_for([job.job_id], poll_s=2, show=not json_out)
@@ -134,35 +138,29 @@ def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, g
     except Exception as exc:
         raise PctkError(f"job {job.job_id} failed: {str(exc).strip().splitlines()[-1]}",
                         f"pctk logs {job.job_id}") from None
-    print(json.dumps({"job_id": job.job_id, "result": repr(result)}) if json_out else result)
-
-
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise PctkError(f"{argv[0]} not found", "run on the head node, or point at the twin: "
-                        'eval "$(pctk local env)"') from None
+    if json_out:
+        emit_json({"job_id": job.job_id, "result": repr(result)}, indent=None, sort_keys=False)
+    else:
+        print(result)
 
 
 def jobs(
     all_users: bool = typer.Option(False, "--all-users", help="Everyone's jobs, not just yours."),
     since: str = typer.Option("now-1days", "--since", help="sacct start time (e.g. now-7days)."),
-    json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Your jobs: id, name, state, nodes, elapsed, exit code, why pending (sacct + squeue)."""
     use_running_twin()
     fields = ["JobID", "JobName", "State", "NNodes", "Elapsed", "ExitCode", "NodeList"]
-    user = [] if all_users else ["--user", os.environ.get("USER") or _whoami()]
-    r = _run(["sacct", "-X", "-n", "-P", "-S", since, "-o", ",".join(fields), *user])
+    user = None if all_users else os.environ.get("USER") or _whoami()
+    r = slurm.sacct_rows(fields, since=since, user=user)
     rows: list[dict[str, str]] = []
     source = "sacct"
     if r.returncode == 0:
         rows = _parse_parsable(r.stdout, fields)
     else:
         source = "squeue"
-        sq = _run(["squeue", "--states=all", "-h", "-o", "%i|%j|%T|%D|%M|%N|%r",
-                   *(["--user", user[1]] if user else [])])
+        sq = slurm.squeue_rows(LIVE_FORMAT, user=user, all_states=True)
         if sq.returncode != 0:
             raise PctkError(f"neither sacct nor squeue answered: {sq.stderr.strip()}",
                             _no_slurm_hint())
@@ -174,7 +172,7 @@ def jobs(
     if source == "sacct":
         _merge_live(rows, user)
     if json_out:
-        print(json.dumps({"source": source, "jobs": rows}, indent=2))
+        emit_json({"source": source, "jobs": rows}, sort_keys=False)
         return
     t = Table("id", "name", "state", "nodes", "elapsed", "exit", "node list",
               title=f"jobs (from {source})")
@@ -197,11 +195,10 @@ def _no_slurm_hint() -> str:
     return "is slurmctld running? (`pctk local status` for the twin)"
 
 
-def _merge_live(rows: list[dict[str, str]], user: list[str]) -> None:
+def _merge_live(rows: list[dict[str, str]], user: str | None) -> None:
     """Why pending jobs wait (sacct does not know; squeue does: PartitionConfig, Resources...),
     and the jobs slurmdbd has not recorded yet (a second or two after sbatch)."""
-    sq = _run(["squeue", "-h", "-o", "%i|%j|%T|%D|%M|%N|%r",
-               *(["--user", user[1]] if user else [])])
+    sq = slurm.squeue_rows(LIVE_FORMAT, user=user)
     live = {}
     for line in sq.stdout.splitlines() if sq.returncode == 0 else []:
         p = (line.split("|") + [""] * 7)[:7]
@@ -245,12 +242,11 @@ def _log_paths(job_id: str, task: int | None) -> list[Path]:
         if meta.get("kind") == "submitit":
             folder = submitit_folder(meta["folder"], job_id)
         return find_logs(folder, job_id, task)
-    r = _run(["scontrol", "show", "job", job_id])
-    for token in r.stdout.split():
-        if token.startswith("StdOut="):
-            out = Path(token.split("=", 1)[1])
-            return find_logs(out.parent, job_id, task) or ([out] if out.exists() else [])
-    return []
+    stdout = slurm.job_stdout(job_id)
+    if stdout is None:
+        return []
+    out = Path(stdout)
+    return find_logs(out.parent, job_id, task) or ([out] if out.exists() else [])
 
 
 def logs(
@@ -273,7 +269,7 @@ def logs(
     shown: list[Path] = []  # the file last printed, for headers between files
     while True:
         # decide "ended" before reading, so the last lines written are always printed
-        ended = not follow or _job_ended(job_id)
+        ended = not follow or not slurm.job_is_queued(job_id)
         current = _log_paths(job_id, task)
         for p in current:
             try:
@@ -300,24 +296,20 @@ def logs(
             return
 
 
-def _job_ended(job_id: str) -> bool:
-    st = _run(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
-    return st.returncode != 0 or not st.stdout.strip()
-
-
 def cancel(
     job_ids: list[str] = typer.Argument(..., help="Job ids to cancel."),
-    json_out: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Cancel jobs (scancel)."""
     bad = [j for j in job_ids if not j.replace("_", "").isdigit()]
     if bad:
         raise PctkError(f"not job ids: {', '.join(map(repr, bad))}", "use numbers like 1234")
     use_running_twin()
-    r = _run(["scancel", *job_ids])
-    if r.returncode != 0:
-        raise PctkError(f"scancel failed: {r.stderr.strip()}")
-    print(json.dumps({"cancelled": job_ids}) if json_out else f"cancelled {' '.join(job_ids)}")
+    slurm.cancel(*job_ids, check=True)
+    if json_out:
+        emit_json({"cancelled": job_ids}, indent=None)
+    else:
+        print(f"cancelled {' '.join(job_ids)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from toolkit import paths
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json, atomic_write_text
+from toolkit.submit import slurm
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
+from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, sbatch_options
+from toolkit.submit.request import check_request
 
 _ARRAY = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d+))?$|^(\d+(?:,\d+)*)(?:%(\d+))?$")
 _TIME = re.compile(r"^(\d+)$|^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
@@ -114,7 +116,7 @@ def render_script(job: CommandJob, folder: Path, offset: int = 0) -> str:
         "# rendezvous for multi-node programs: the job's first node",
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
         "export MASTER_ADDR",
-        "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))",
+        f"export MASTER_PORT={RDZV_PORT_SHELL}",
     ]
     if job.array is not None:
         lines.append("# index in the whole array (pctk splits arrays longer than MaxArraySize)")
@@ -135,25 +137,15 @@ def render_script(job: CommandJob, folder: Path, offset: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _sbatch_args(job: CommandJob, folder: Path) -> list[str]:
-    tasks = tasks_per_node(job)
+def job_spec(job: CommandJob, folder: Path) -> JobSpec:
+    """The job's sbatch options (its array and dependency are added per submitted chunk)."""
     if not _TIME.match(job.time):
         raise PctkError(f"bad --time {job.time!r}", "use minutes (90) or [D-]HH:MM[:SS]")
-    args = [
-        "sbatch", "--parsable",
-        f"--job-name={job.name or Path(job.argv[0]).name}",
-        f"--partition={job.queue}",
-        f"--nodes={job.nodes}",
-        f"--ntasks-per-node={tasks}",
-        f"--time={job.time}",
-        f"--output={folder}/%j.batch.out" if job.array is None
-        else f"--output={folder}/%A_%a.batch.out",
-    ]
-    if job.gpus_per_node:
-        args.append(f"--gpus-per-node={job.gpus_per_node}")
-    if job.exclusive:
-        args.append("--exclusive")
-    return args
+    return JobSpec(
+        job_name=job.name or Path(job.argv[0]).name, nodes=job.nodes,
+        ntasks_per_node=tasks_per_node(job), gpus_per_node=job.gpus_per_node or None,
+        exclusive=job.exclusive, partition=job.queue, time=job.time,
+        output=f"{folder}/%j.batch.out" if job.array is None else f"{folder}/%A_%a.batch.out")
 
 
 def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | None = None
@@ -161,7 +153,8 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     if not job.argv:
         raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
     folder = folder or jobs_dir() / uuid.uuid4().hex[:12]
-    check_satisfiable(_sbatch_args(job, folder)[2:], job.queue)  # [2:]: less sbatch --parsable
+    spec = job_spec(job, folder)
+    check_satisfiable(sbatch_options(spec), job.queue)
     # private: scripts, job.json and the logs Slurm writes into it are the owner's alone
     # (mode 0700 less the umask; the job's own umask, and so its programs' files, unchanged)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -169,10 +162,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     if job.array is not None:
         indices, limit = parse_array(job.array)
         # Slurm indices must stay below MaxArraySize: submit consecutive chunks, rebased
-        for start in range(0, len(indices), max_array):
-            part = indices[start : start + max_array]
-            base = part[0] if part[-1] >= max_array else 0
-            chunks.append((base, [i - base for i in part], limit))
+        chunks = [(base, idx, limit) for base, idx in slurm.array_chunks(indices, max_array)]
     job_ids: list[str] = []
     tasks: list[str] = []
     script_path = folder / "job.sh"
@@ -180,23 +170,13 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
         script = render_script(job, folder, offset=base)
         script_path = folder / ("job.sh" if not chunks or ci == 0 else f"job-{ci}.sh")
         atomic_write_text(script_path, script, 0o700)
-        argv = _sbatch_args(job, folder)
+        chunk = spec
         if chunks:
-            spec = ",".join(map(str, idx)) if len(idx) < 50 else _compact(idx)
-            argv.append(f"--array={spec}" + (f"%{limit}" if limit else ""))
-            if limit and job_ids:
-                argv.append(f"--dependency=afterany:{job_ids[-1]}")
-        argv.append(str(script_path))
-        try:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        except FileNotFoundError:
-            raise PctkError("sbatch not found", "run on the head node, or start the twin with "
-                            "`pctk local up` and `eval \"$(pctk local env)\"`") from None
-        if r.returncode != 0:
-            msg = (r.stderr.strip().splitlines() or ["sbatch failed"])[-1]
-            raise PctkError(f"sbatch refused the job: {msg.removeprefix('sbatch: error: ')}",
-                            _sbatch_hint(r.stderr))
-        job_id = r.stdout.strip().split(";")[0]
+            listed = ",".join(map(str, idx)) if len(idx) < 50 else _compact(idx)
+            chunk = replace(spec, array=listed + (f"%{limit}" if limit else ""),
+                            dependency=f"afterany:{job_ids[-1]}" if limit and job_ids else None)
+        argv = [*sbatch_options(chunk), str(script_path)]
+        job_id = slurm.sbatch(argv, hint="check --queue, --nodes, --gpus-per-node and --time")
         job_ids.append(job_id)
         tasks += [f"{job_id}_{i}" for i in idx] if chunks else [job_id]
     sub = Submitted(job_ids, tasks, folder, script_path)
@@ -206,13 +186,6 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
     for jid in job_ids:
         register_job(jid, str(folder), "command")
     return sub
-
-
-def _sbatch_hint(stderr: str) -> str:
-    if "configuration source" in stderr or "slurm.conf" in stderr:
-        return ("sbatch finds no Slurm configuration: start the twin with `pctk local up`, "
-                "or run on the head node")
-    return "check --queue, --nodes, --gpus-per-node and --time"
 
 
 def _compact(idx: list[int]) -> str:
@@ -229,22 +202,9 @@ def _compact(idx: list[int]) -> str:
 def job_from_cluster(topo: ClusterTopology, queue: str | None, gpus_per_node: int | None,
                      nodes: int) -> tuple[str, bool, str | None, int]:
     """Queue name, EFA on/off, instance type and GPUs per node, validated against the config."""
-    from toolkit import catalog
-
     q = topo.queue(queue) if queue else topo.queues[0]
     cr = q.compute_resources[0]
-    inst = catalog.find(cr.instance_type)
-    acc = inst.accelerator if inst else None
-    have = acc.count if acc and acc.kind == "gpu" else 0
-    if gpus_per_node is not None and gpus_per_node > have:
-        raise PctkError(
-            f"queue {q.name} runs {cr.instance_type}, which has {have} GPUs per node; "
-            f"{gpus_per_node} were asked for",
-            f"use --gpus-per-node {have} or less" if have else "pick a GPU queue",
-        )
-    max_nodes = sum(c.max_count for c in q.compute_resources)
-    if nodes > max_nodes:
-        raise PctkError(f"queue {q.name} has at most {max_nodes} nodes; {nodes} were asked for")
+    have = check_request(q, cr, gpus_per_node, nodes)
     return q.name, cr.efa, cr.instance_type, (have if gpus_per_node is None else gpus_per_node)
 
 

@@ -16,10 +16,8 @@ What it adds:
 
 from __future__ import annotations
 
-import functools
 import os
 import shlex
-import subprocess
 import typing as tp
 import uuid
 from pathlib import Path
@@ -29,35 +27,18 @@ import submitit
 from submitit.core import core, utils
 from submitit.slurm.slurm import SlurmExecutor
 
+from toolkit import catalog
 from toolkit.config.model import ClusterTopology, ComputeResource, Queue
 from toolkit.errors import PctkError
 from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
+from toolkit.submit.jobspec import JobSpec, sbatch_options
+from toolkit.submit.request import check_request
+from toolkit.submit.slurm import array_chunks, max_array_size, parse_job_id, sbatch_command
 from toolkit.submit.watcher import PctkSlurmJob
 
 SAFE_SCRIPT_JOB_NAME = "pctk"
-
-
-@functools.lru_cache(maxsize=8)
-def _slurm_config(slurm_conf: str) -> dict[str, str]:
-    try:
-        r = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    out = {}
-    for line in r.stdout.splitlines():
-        if " = " in line:
-            k, v = line.split(" = ", 1)
-            out[k.strip()] = v.strip()
-    return out
-
-
-def max_array_size() -> int:
-    """The cluster's MaxArraySize (array indices run 0..MaxArraySize-1); Slurm's default 1001."""
-    value = _slurm_config(os.environ.get("SLURM_CONF", "")).get("MaxArraySize", "1001")
-    return int(value) if value.isdigit() else 1001
 
 
 def check_picklable(fn: tp.Callable[..., tp.Any], *args: tp.Any, **kwargs: tp.Any) -> None:
@@ -116,23 +97,8 @@ class ClusterExecutor(SlurmExecutor):
         self.topology = load_cluster(cluster)
         self.queue = self.topology.queue(queue) if queue else self.topology.queues[0]
         self.resource = _pick_resource(self.queue, compute_resource)
-        from toolkit import catalog
-
         self.instance = catalog.find(self.resource.instance_type)
-        acc = self.instance.accelerator if self.instance else None
-        self.gpus_available = acc.count if acc and acc.kind == "gpu" else 0
-        if gpus_per_node and gpus_per_node > self.gpus_available:
-            raise PctkError(
-                f"queue {self.queue.name} runs {self.resource.instance_type}, which has "
-                f"{self.gpus_available} GPUs per node; {gpus_per_node} were asked for",
-                f"use --gpus-per-node {self.gpus_available} or less"
-                if self.gpus_available else "pick a GPU queue",
-            )
-        max_nodes = sum(cr.max_count for cr in self.queue.compute_resources)
-        if nodes < 1 or nodes > max_nodes:
-            raise PctkError(
-                f"queue {self.queue.name} has at most {max_nodes} nodes; {nodes} were asked for"
-            )
+        self.gpus_available = check_request(self.queue, self.resource, gpus_per_node, nodes)
         if exclusive is None:
             exclusive = bool(gpus_per_node) and gpus_per_node == self.gpus_available
         params: dict[str, tp.Any] = {
@@ -197,21 +163,21 @@ class ClusterExecutor(SlurmExecutor):
 
     def _make_submission_command(self, submission_file_path: Path) -> list[str]:
         name = str(self.parameters.get("job_name", "submitit"))
-        return ["sbatch", f"--job-name={name}", str(submission_file_path)]
+        return sbatch_command(submission_file_path, f"--job-name={name}")
+
+    @staticmethod
+    def _get_job_id_from_submission_command(string: bytes | str) -> str:
+        return parse_job_id(string.decode() if isinstance(string, bytes) else string)
 
     def _resource_args(self) -> list[str]:
         """The sbatch options that decide where the job can run, for ``--test-only``."""
         p = self.parameters
-        args = [f"--partition={p['partition']}", f"--nodes={p.get('nodes', 1)}",
-                f"--time={p.get('time', 5)}"]
-        for key, flag in (("gpus_per_node", "--gpus-per-node"),
-                          ("ntasks_per_node", "--ntasks-per-node"),
-                          ("cpus_per_task", "--cpus-per-task"), ("mem", "--mem")):
-            if p.get(key):
-                args.append(f"{flag}={p[key]}")
-        if p.get("exclusive"):
-            args.append("--exclusive")
-        return args
+        return sbatch_options(JobSpec(
+            nodes=p.get("nodes", 1), ntasks_per_node=p.get("ntasks_per_node") or None,
+            cpus_per_task=p.get("cpus_per_task") or None,
+            gpus_per_node=p.get("gpus_per_node") or None, mem=p.get("mem") or None,
+            exclusive=bool(p.get("exclusive")), partition=p["partition"],
+            time=p.get("time", 5)))
 
     def _internal_process_submissions(
         self, delayed_submissions: list[utils.DelayedSubmission]
@@ -235,8 +201,8 @@ class ClusterExecutor(SlurmExecutor):
         size = max_array_size()
         jobs: list[core.Job[tp.Any]] = []
         previous: core.Job[tp.Any] | None = None
-        for start in range(0, len(delayed_submissions), size):
-            chunk = delayed_submissions[start : start + size]
+        for start, idx in array_chunks(list(range(len(delayed_submissions))), size):
+            chunk = delayed_submissions[start : start + len(idx)]
             pickles = []
             for d in chunk:
                 path = folder / f"{uuid.uuid4().hex}.pkl"

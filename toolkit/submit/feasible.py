@@ -7,9 +7,8 @@ submitting, and fails at once when no set of the partition's nodes could ever ho
 
 from __future__ import annotations
 
-import subprocess
-
 from toolkit.errors import PctkError
+from toolkit.submit import slurm
 
 # answers that say nothing about the job itself: leave the decision to the real sbatch
 _TRANSIENT = ("unable to contact", "socket timed out", "communication connection failure",
@@ -18,12 +17,9 @@ _TRANSIENT = ("unable to contact", "socket timed out", "communication connection
 
 def partition_limits(partition: str) -> str:
     """``gpu has 2 nodes`` (with ``, at most N per job`` when MaxNodes is set)."""
-    try:
-        r = subprocess.run(["scontrol", "show", "partition", "-o", partition],
-                           capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+    fields = slurm.partition_fields(partition)
+    if fields is None:
         return f"see `sinfo -p {partition}`"
-    fields = dict(tok.split("=", 1) for tok in r.stdout.split() if "=" in tok)
     text = f"{partition} has {fields.get('TotalNodes', '?')} nodes"
     max_nodes = fields.get("MaxNodes", "UNLIMITED")
     if max_nodes not in ("UNLIMITED", "", "?"):
@@ -36,13 +32,9 @@ def check_satisfiable(sbatch_args: list[str], partition: str) -> None:
 
     ``sbatch_args``: the options a real submission would pass, without a script.
     """
-    argv = ["sbatch", "--test-only", *sbatch_args, "--wrap", "true"]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return  # no sbatch or no answer: the real submission reports it
-    if r.returncode == 0:
-        return
+    r = slurm.sbatch_test_only(sbatch_args)
+    if r.returncode in (0, slurm.NO_ANSWER):
+        return  # accepted, or no sbatch or no answer: the real submission reports it
     lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
     reason = lines[-1] if lines else "sbatch --test-only failed"
     if any(t in reason.lower() for t in _TRANSIENT):

@@ -1,59 +1,223 @@
-"""Two Slurm calls every launcher needs: submit a batch script, and ask a job's state.
+"""The one module that runs Slurm's commands for jobs and nodes.
 
-``job_state`` works with or without accounting: ``sacct`` when it answers on this cluster,
-else ``squeue --states=all`` (which still knows jobs that ended within ``MinJobAge``); a
-second call only when sacct just failed or shows a state that a requeue may undo.
+``sbatch``, ``squeue``, ``sacct``, ``scontrol``, ``scancel`` and ``sinfo`` are run here and
+nowhere else in the driver (the twin's daemon management in :mod:`toolkit.local` keeps its
+own calls for starting and probing its daemons). Everything a launcher, ``pctk submit``,
+``pctk jobs/logs/cancel``, the health sweep and the submitit watcher need is a small function
+in one of the blocks below: running a command, the state vocabulary, whether accounting
+answers, submitting, job state, the one wait loop, cluster queries, node administration.
+
+Job state works with or without accounting: ``sacct`` when it answers on this cluster, else
+``squeue --states=all`` (which still knows jobs that ended within ``MinJobAge``); a second
+call only when sacct just failed or shows a state that a requeue may undo.
+
+Slurm versions: the twin runs Debian's 22.05, ParallelCluster 3.16 ships 25.11; only flags
+present in both are used, and output is read as plain ``|``-separated text.
 """
 
 from __future__ import annotations
 
+import functools
+import getpass
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from toolkit.errors import PctkError
-from toolkit.submit.watcher import ACTIVE, GONE, MAY_REQUEUE, accounting_available, note_sacct
 
+# --------------------------------------------------------------------- the state vocabulary
+GONE = "GONE"  # Slurm no longer knows a job it had shown (purged past MinJobAge)
+# controller states of a job that has not ended (a requeued one shows PENDING or REQUEUED)
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+          "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+          "RESV_DEL_HOLD")
 # states in which a job has ended (a requeued job shows REQUEUED or PENDING instead)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
-            "PREEMPTED", "BOOT_FAIL", "DEADLINE", GONE)
+            "PREEMPTED", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED", GONE)
+# sacct states after which Slurm may requeue the job (the controller knows whether it did)
+MAY_REQUEUE = ("NODE_FAIL", "PREEMPTED", "BOOT_FAIL")
+# ended from outside (Slurm cancelled or lost it): no result file is coming
+NO_RESULT = ("CANCELLED", "NODE_FAIL", GONE, "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL",
+             "DEADLINE")
+OK_STATES = ("COMPLETED",)
 
 
-def sbatch(args: list[str], *, env: dict[str, str] | None = None,
-           cwd: str | os.PathLike[str] | None = None) -> str:
-    """``sbatch --parsable ARGS``; returns the job id or raises a one-line PctkError."""
+def is_active(state: str | None) -> bool:
+    """A known state of a job that has not ended (``CANCELLED by 0`` has ended)."""
+    return bool(state) and str(state).upper().startswith(ACTIVE)
+
+
+def has_ended(state: str | None) -> bool:
+    """A known state of a job that has ended; None (not known yet) has not."""
+    return bool(state) and not is_active(state)
+
+
+# --------------------------------------------------------------------- running a command
+NO_SLURM_HINT = ("run on a Slurm head or login node, or start the twin (`pctk local up`) "
+                 "and `eval \"$(pctk local env)\"`")
+
+
+def run(argv: list[str], *, timeout: float = 60, env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command; a missing binary or no answer is a one-line PctkError."""
     try:
-        r = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True,
-                           env=env, cwd=cwd, timeout=60)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=dict(env) if env is not None else None, cwd=cwd)
     except FileNotFoundError:
-        raise PctkError("sbatch not found", "run on a Slurm login node, or start the twin "
-                        "(`pctk local up`) and `eval \"$(pctk local env)\"`") from None
+        raise PctkError(f"{argv[0]} not found", NO_SLURM_HINT) from None
     except subprocess.TimeoutExpired:
-        raise PctkError("sbatch did not answer within 60 s", "is slurmctld up? (sinfo)") from None
-    if r.returncode != 0:
-        lines = (r.stderr or r.stdout).strip().splitlines()
-        msg = lines[-1].removeprefix("sbatch: error: ") if lines else f"exit {r.returncode}"
-        raise PctkError(f"sbatch refused the job: {msg}",
-                        "check the partition, node count and GPUs against `sinfo`")
-    job_id = r.stdout.strip().split(";")[0]
+        raise PctkError(f"{' '.join(argv[:3])} gave no answer in {timeout:g} s",
+                        "is slurmctld up? (scontrol ping)") from None
+
+
+NO_ANSWER = -1  # the exit status ask() gives a command that is missing or did not answer
+
+
+def ask(argv: list[str], *, timeout: float = 60, env: Mapping[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm query that must not raise: no binary or no answer reads as a failed call
+    (exit status ``NO_ANSWER``, the reason on stderr)."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=dict(env) if env is not None else None)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(argv, NO_ANSWER, "", str(exc))
+
+
+def _error_line(r: subprocess.CompletedProcess[str], command: str) -> str:
+    lines = [ln.strip() for ln in (r.stderr or r.stdout).splitlines() if ln.strip()]
+    return lines[-1].removeprefix(f"{command}: error: ") if lines else f"exit {r.returncode}"
+
+
+# --------------------------------------------------------------------- accounting
+RECHECK_S = 60.0  # after a failed sacct call, try sacct again this much later
+_ACCOUNTING: dict[str, bool] = {}  # cluster (SLURM_CONF) -> whether sacct works there
+_SACCT_FAILED_AT: dict[str, float] = {}  # cluster -> when sacct last failed for a passing cause
+
+
+def env_for(slurm_conf: str) -> dict[str, str]:
+    """This process's environment pointed at one cluster ("" = the system's Slurm)."""
+    env = dict(os.environ)
+    if slurm_conf:
+        env["SLURM_CONF"] = slurm_conf
+    else:
+        env.pop("SLURM_CONF", None)
+    return env
+
+
+def cluster_key(slurm_conf: str | None) -> str:
+    return os.environ.get("SLURM_CONF", "") if slurm_conf is None else slurm_conf
+
+
+def note_sacct(slurm_conf: str | None, ok: bool, stderr: str = "") -> None:
+    """Record how a sacct call went on a cluster: every sacct caller reports here."""
+    key = cluster_key(slurm_conf)
+    _ACCOUNTING[key] = ok
+    if ok or "accounting storage is disabled" in stderr.lower():
+        _SACCT_FAILED_AT.pop(key, None)  # works, or is not configured: no retry needed
+    else:
+        _SACCT_FAILED_AT[key] = time.monotonic()
+
+
+def accounting_available(slurm_conf: str | None = None) -> bool:
+    """Whether to ask sacct on a cluster (default: the one SLURM_CONF points at).
+
+    Probed once; afterwards what the callers' own sacct calls showed (:func:`note_sacct`).
+    After a passing failure it answers True again once ``RECHECK_S`` have passed, so the
+    caller's next sacct call tells whether accounting is back.
+    """
+    key = cluster_key(slurm_conf)
+    if key not in _ACCOUNTING:
+        r = ask(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], timeout=30, env=env_for(key))
+        note_sacct(key, r.returncode == 0, r.stderr)
+    failed_at = _SACCT_FAILED_AT.get(key)
+    if failed_at is not None and time.monotonic() - failed_at >= RECHECK_S:
+        return True
+    return _ACCOUNTING[key]
+
+
+# --------------------------------------------------------------------- submission
+def parse_job_id(stdout: str) -> str:
+    """The job id ``sbatch --parsable`` printed (``123`` or ``123;cluster``)."""
+    job_id = stdout.strip().split(";")[0]
     if not job_id.isdigit():
-        raise PctkError(f"sbatch printed no job id: {r.stdout.strip()!r}")
+        raise PctkError(f"sbatch printed no job id: {stdout.strip()!r}")
     return job_id
 
 
-def _ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+def _sbatch_hint(stderr: str, hint: str | None) -> str:
+    if "configuration source" in stderr or "slurm.conf" in stderr:
+        return ("sbatch finds no Slurm configuration: start the twin with `pctk local up`, "
+                "or run on the head node")
+    return hint or "check the partition, node count and GPUs against `sinfo`"
 
 
-def _last_state(r: subprocess.CompletedProcess[str] | None) -> str | None:
-    if r is None or r.returncode != 0:
+def sbatch(args: list[str], *, env: Mapping[str, str] | None = None,
+           cwd: str | os.PathLike[str] | None = None, hint: str | None = None) -> str:
+    """``sbatch --parsable ARGS``; returns the job id or raises a one-line PctkError
+    (``hint``: what to check when Slurm refuses the job)."""
+    r = run([*SBATCH, *args], env=env, cwd=cwd)
+    if r.returncode != 0:
+        raise PctkError(f"sbatch refused the job: {_error_line(r, 'sbatch')}",
+                        _sbatch_hint(r.stderr, hint))
+    return parse_job_id(r.stdout)
+
+
+SBATCH = ("sbatch", "--parsable")  # every submission: the job id alone on stdout
+
+
+def sbatch_command(script: str | os.PathLike[str], *options: str,
+                   script_args: Iterable[str] = ()) -> list[str]:
+    """``sbatch --parsable OPTIONS SCRIPT ARGS``, to show, or to run with :func:`submit` (or
+    by submitit, reading the output with :func:`parse_job_id`)."""
+    return [*SBATCH, *options, str(script), *script_args]
+
+
+def submit(command: list[str], *, env: Mapping[str, str] | None = None,
+           hint: str | None = None) -> str:
+    """Run a :func:`sbatch_command`; returns the job id."""
+    if tuple(command[: len(SBATCH)]) != SBATCH:
+        raise ValueError(f"not an sbatch_command: {command[:2]}")
+    return sbatch(command[len(SBATCH):], env=env, hint=hint)
+
+
+def sbatch_test_only(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``sbatch --test-only ARGS --wrap true``: would the scheduler ever run it? Nothing is
+    submitted; no sbatch or no answer has the exit status ``NO_ANSWER``."""
+    return ask(["sbatch", "--test-only", *args, "--wrap", "true"])
+
+
+def cancel(*job_ids: str, check: bool = False) -> None:
+    """``scancel``; with ``check``, a refusal is a one-line PctkError (else ignored: the job
+    may have ended on its own)."""
+    r = run(["scancel", *job_ids]) if check else ask(["scancel", *job_ids])
+    if check and r.returncode != 0:
+        raise PctkError(f"scancel failed: {r.stderr.strip()}")
+
+
+# --------------------------------------------------------------------- job state
+SQUEUE_FORMAT = "%i|%T|%N"
+
+
+def squeue_command(ids: Iterable[str]) -> list[str]:
+    """One squeue call for many jobs, as ``JobID|State|NodeList`` rows (the watcher's)."""
+    return ["squeue", "--states=all", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(sorted(ids))]
+
+
+def is_squeue(command: list[str]) -> bool:
+    return bool(command) and command[0] == "squeue"
+
+
+def _last_state(r: subprocess.CompletedProcess[str]) -> str | None:
+    if r.returncode != 0:
         return None
-    states = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+    states = [line.split("|")[0].split()[0] for line in r.stdout.splitlines() if line.strip()]
     return states[-1] if states else None
+
+
+def _controller(job_id: str) -> subprocess.CompletedProcess[str]:
+    return ask(["squeue", "--states=all", "-h", "-j", job_id, "-o", "%T|%r"])
 
 
 def job_state(job_id: str) -> str | None:
@@ -64,40 +228,204 @@ def job_state(job_id: str) -> str | None:
     sacct state after which Slurm may requeue the job (``NODE_FAIL``...) is checked with the
     controller, which shows a requeued job ``PENDING`` again.
     """
-    squeue = ["squeue", "--states=all", "-h", "-j", job_id, "-o", "%T"]
     if accounting_available():
-        r = _ask(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"])
-        note_sacct(None, r is not None and r.returncode == 0, r.stderr if r else "")
-        if r is not None and r.returncode == 0:
+        r = ask(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"])
+        note_sacct(None, r.returncode == 0, r.stderr)
+        if r.returncode == 0:
             state = _last_state(r)
             if not (state and state.startswith(MAY_REQUEUE)):
                 return state
-            now = _last_state(_ask(squeue))
+            now = _last_state(_controller(job_id))
             return now if now and now.startswith(ACTIVE) else state
-    return _last_state(_ask(squeue))
+    return _last_state(_controller(job_id))
+
+
+def job_reason(job_id: str) -> tuple[str, str]:
+    """(state, reason) from the controller's memory (no accounting needed): why a job
+    waits (``Resources``, ``PartitionConfig``...); ``(GONE, "")`` once it was purged."""
+    r = _controller(job_id)
+    rows = [ln.split("|", 1) for ln in r.stdout.splitlines() if ln.strip()]
+    if r.returncode != 0 or not rows:
+        return GONE, ""
+    state, reason = (rows[-1] + [""])[:2]
+    return state.strip(), "" if reason.strip() == "None" else reason.strip()
+
+
+def job_is_queued(job_id: str) -> bool:
+    """Whether the controller still lists the job as pending or running."""
+    r = ask(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
+    return r.returncode == 0 and bool(r.stdout.strip())
+
+
+def job_stdout(job_id: str) -> str | None:
+    """The StdOut path the controller holds for a job, if it still knows the job."""
+    r = ask(["scontrol", "show", "job", job_id])
+    for token in r.stdout.split():
+        if token.startswith("StdOut="):
+            return token.split("=", 1)[1]
+    return None
+
+
+# --------------------------------------------------------------------- the wait loop
+def wait_jobs(job_ids: Iterable[str], *, read: Callable[[list[str]], Mapping[str, str | None]]
+              | None = None, ended: Callable[[str, str | None], bool] | None = None,
+              timeout: float | None = None, poll: float = 2.0,
+              on_poll: Callable[[dict[str, str]], None] | None = None,
+              until: Callable[[], bool] | None = None, tick: float | None = None
+              ) -> tuple[dict[str, str], bool]:
+    """Poll job states until every job has ended, ``until()`` holds, or ``timeout`` passes.
+
+    The one wait loop of pctk: the benchmark launchers (through :func:`wait_job`), ``pctk
+    submit --wait`` (``read`` = the submitit watcher's one call per poll) and the health
+    sweep (``until`` = every node wrote its report) all run it.
+
+    ``read(ids)`` gives each job's state (default :func:`job_state`, one call per job); a job
+    Slurm stops knowing after it was seen is ``GONE``. ``ended(id, state)`` says whether a
+    job is over (default :func:`has_ended`). ``on_poll`` hears the states after each poll;
+    ``until`` is checked every ``tick`` seconds (default ``poll``) between polls.
+    Returns the last states and whether the time ran out.
+    """
+    ids = list(job_ids)
+    read = read or (lambda js: {j: job_state(j) for j in js})
+    ended = ended or (lambda _j, s: has_ended(s))
+    tick = poll if tick is None else min(tick, poll)
+    start = time.monotonic()
+    seen: set[str] = set()
+    states: dict[str, str] = {}
+    next_poll = start
+    while True:
+        if until is not None and until():
+            return states, False
+        now = time.monotonic()
+        if now >= next_poll:
+            for j, state in read(ids).items():
+                if state is None and j in seen:
+                    state = GONE
+                if state:
+                    seen.add(j)
+                    states[j] = state
+            if on_poll:
+                on_poll(dict(states))
+            if all(ended(j, states.get(j)) for j in ids):
+                return states, False
+            next_poll = now + poll
+        if timeout is not None and time.monotonic() - start >= timeout:
+            return states, True
+        time.sleep(tick)
 
 
 def wait_job(job_id: str, *, timeout: float | None, poll: float = 2.0,
              on_state: Callable[[str], None] | None = None) -> str:
-    """Poll ``job_state`` until the job ends; ``GONE`` when Slurm forgets a job it had shown.
+    """Wait for one job to end (:func:`wait_jobs`); ``GONE`` when Slurm forgets a job it had
+    shown. ``on_state`` hears every change of state. Past ``timeout`` seconds: a one-line
+    PctkError (the job keeps running)."""
+    last = [""]
 
-    ``on_state`` hears every change of state. Past ``timeout`` seconds: a one-line PctkError
-    (the job keeps running).
-    """
-    start = time.monotonic()
-    seen, last = False, ""
-    while True:
-        state = job_state(job_id)
-        if state is None and seen:
-            state = GONE
-        if state:
-            seen = True
-            if state != last and on_state:
+    def changed(states: dict[str, str]) -> None:
+        state = states.get(job_id, "")
+        if state and state != last[0]:
+            last[0] = state
+            if on_state:
                 on_state(state)
-            last = state
-            if state.startswith(TERMINAL):
-                return state
-        if timeout is not None and time.monotonic() - start > timeout:
-            raise PctkError(f"job {job_id} still {last or 'unknown'} after {timeout:g} s",
-                            f"it keeps running; wait longer (--timeout) or `squeue -j {job_id}`")
-        time.sleep(poll)
+
+    states, timed_out = wait_jobs([job_id], timeout=timeout, poll=poll, on_poll=changed)
+    if timed_out:
+        raise PctkError(f"job {job_id} still {last[0] or 'unknown'} after {timeout:g} s",
+                        f"it keeps running; wait longer (--timeout) or `squeue -j {job_id}`")
+    return states[job_id]
+
+
+# --------------------------------------------------------------------- job listings
+def sacct_rows(fields: list[str], *, since: str, user: str | None
+               ) -> subprocess.CompletedProcess[str]:
+    """``sacct -X -n -P`` rows of ``fields`` since a time, for one user or everyone."""
+    return run(["sacct", "-X", "-n", "-P", "-S", since, "-o", ",".join(fields),
+                *(["--user", user] if user else [])])
+
+
+def squeue_rows(fmt: str, *, user: str | None, all_states: bool = False
+                ) -> subprocess.CompletedProcess[str]:
+    """``squeue -h -o FMT`` (with ``--states=all``: also jobs that ended recently)."""
+    return run(["squeue", *(["--states=all"] if all_states else []), "-h", "-o", fmt,
+                *(["--user", user] if user else [])])
+
+
+# --------------------------------------------------------------------- cluster queries
+@functools.lru_cache(maxsize=8)
+def _config(slurm_conf: str) -> dict[str, str]:
+    r = ask(["scontrol", "show", "config"], timeout=30)
+    out = {}
+    for line in r.stdout.splitlines():
+        if " = " in line:
+            k, v = line.split(" = ", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def slurm_config() -> dict[str, str]:
+    """``scontrol show config`` of the cluster SLURM_CONF points at (read once per cluster)."""
+    return _config(os.environ.get("SLURM_CONF", ""))
+
+
+def max_array_size() -> int:
+    """The cluster's MaxArraySize (array indices run 0..MaxArraySize-1); Slurm's default 1001."""
+    value = slurm_config().get("MaxArraySize", "1001")
+    return int(value) if value.isdigit() else 1001
+
+
+def array_chunks(indices: list[int], max_array: int) -> list[tuple[int, list[int]]]:
+    """Array indices split into arrays Slurm accepts (every index below MaxArraySize, at most
+    MaxArraySize tasks each): ``(base, indices - base)`` per array, so task ``i`` of an array
+    is element ``base + i`` of the whole."""
+    chunks = []
+    for start in range(0, len(indices), max_array):
+        part = indices[start : start + max_array]
+        base = part[0] if part[-1] >= max_array else 0
+        chunks.append((base, [i - base for i in part]))
+    return chunks
+
+
+def partition_fields(partition: str) -> dict[str, str] | None:
+    """``scontrol show partition -o`` as a dict; None when no answer."""
+    r = ask(["scontrol", "show", "partition", "-o", partition], timeout=30)
+    if r.returncode == NO_ANSWER:
+        return None
+    return dict(tok.split("=", 1) for tok in r.stdout.split() if "=" in tok)
+
+
+def sinfo_nodes(fields: str) -> str:
+    """``sinfo -N -h -O FIELDS``: one line per node and partition."""
+    r = run(["sinfo", "-N", "-h", "-O", fields], timeout=30)
+    if r.returncode != 0:
+        raise PctkError(f"sinfo failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+    return r.stdout
+
+
+# --------------------------------------------------------------------- node administration
+def _admin(argv: list[str], what: str) -> None:
+    r = run(argv, timeout=30)
+    if r.returncode != 0:
+        raise PctkError(f"{what} failed: {r.stderr.strip() or r.stdout.strip()}",
+                        "check your Slurm permissions (drain/resume/reservations need an "
+                        "operator or root)")
+
+
+def drain(node: str, reason: str) -> None:
+    _admin(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
+           f"drain {node}")
+
+
+def resume(node: str) -> None:
+    _admin(["scontrol", "update", f"NodeName={node}", "State=RESUME"], f"resume {node}")
+
+
+def create_reservation(name: str, nodes: list[str], minutes: int) -> None:
+    """A maintenance reservation so nodes resumed for a re-check take no one else's job."""
+    _admin(["scontrol", "create", "reservation", f"ReservationName={name}",
+            f"Nodes={','.join(nodes)}", "StartTime=now", f"Duration={minutes}",
+            f"Users={getpass.getuser()}", "Flags=MAINT,IGNORE_JOBS"],
+           f"create reservation {name}")
+
+
+def delete_reservation(name: str) -> None:
+    ask(["scontrol", "delete", f"ReservationName={name}"], timeout=30)

@@ -1,11 +1,12 @@
 """Wait for many jobs with a progress bar: one sacct/squeue call per poll, Ctrl-C safe.
 
-A job Slurm requeues (node failure, preemption) is followed to its real end, and said so.
+The loop is :func:`toolkit.submit.slurm.wait_jobs`; the states come from the submitit
+watcher (one call per poll for every job). A job Slurm requeues (node failure, preemption)
+is followed to its real end, and said so.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -13,9 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from toolkit.progress import ProgressLines
+from toolkit.submit import slurm
+from toolkit.submit.slurm import OK_STATES  # noqa: F401  (imported from here by callers)
 from toolkit.submit.watcher import PctkWatcher
-
-OK_STATES = ("COMPLETED",)
 
 
 class StoppedWaiting(Exception):
@@ -37,31 +38,34 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
     # a bar off a terminal shows nothing until the end: plain lines there instead
     lines = ProgressLines("waiting", quiet=not show or console.is_terminal, terminal=False,
                           stream=console.file)
-    start = time.monotonic()
+    told: set[str] = set()
+
+    def read(job_ids: list[str]) -> dict[str, str | None]:
+        watcher.update()
+        for job_id in sorted(set(watcher.requeued) - told):
+            told.add(job_id)
+            after = watcher.requeued[job_id]
+            why = "" if after == "REQUEUED" else f" after {after}"
+            console.print(f"job {job_id} was requeued by Slurm{why}; waiting for its "
+                          "new run", highlight=False)
+        return {i: watcher.get_state(i, mode="cache") for i in job_ids}
+
     try:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[states]}"), TimeElapsedColumn(), console=console,
                       disable=not show or not console.is_terminal, transient=False) as bar:
             task = bar.add_task("jobs", total=len(ids), states="")
-            told: set[str] = set()
-            while True:
-                watcher.update()
-                for job_id in sorted(set(watcher.requeued) - told):
-                    told.add(job_id)
-                    after = watcher.requeued[job_id]
-                    why = "" if after == "REQUEUED" else f" after {after}"
-                    console.print(f"job {job_id} was requeued by Slurm{why}; waiting for its "
-                                  "new run", highlight=False)
-                states = {i: watcher.get_state(i, mode="cache") for i in ids}
-                done = [i for i in ids if watcher.is_done(i, mode="cache")]
+
+            def shown(states: dict[str, str]) -> None:
+                done = sum(watcher.is_done(i, mode="cache") for i in ids)
                 counts = Counter(s.split()[0] for s in states.values())
                 summary = " ".join(f"{k.lower()}={v}" for k, v in sorted(counts.items()))
-                bar.update(task, completed=len(done), states=summary)
-                lines.update(f"{len(done)}/{len(ids)} jobs done: {summary}")
-                if len(done) == len(ids):
-                    return states
-                if timeout is not None and time.monotonic() - start > timeout:
-                    return states
-                time.sleep(poll_s)
+                bar.update(task, completed=done, states=summary)
+                lines.update(f"{done}/{len(ids)} jobs done: {summary}")
+
+            states, _ = slurm.wait_jobs(
+                ids, read=read, ended=lambda i, _s: watcher.is_done(i, mode="cache"),
+                timeout=timeout, poll=poll_s, on_poll=shown)
+            return {i: states.get(i) or watcher.get_state(i, mode="cache") for i in ids}
     except KeyboardInterrupt:
         raise StoppedWaiting(sorted({i.split("_")[0] for i in ids})) from None

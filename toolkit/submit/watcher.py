@@ -26,72 +26,28 @@ to the twin and to a real cluster never mixes their job 42s.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import typing as tp
 from pathlib import Path
 
 from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
-GONE = "GONE"
-RECHECK_S = 60.0  # after a failed sacct call, try sacct again this much later
-# sacct states after which Slurm may requeue the job (the controller knows whether it did)
-MAY_REQUEUE = ("NODE_FAIL", "PREEMPTED", "BOOT_FAIL")
-# controller states of a job that has not ended (a requeued one shows PENDING or REQUEUED)
-ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
-          "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
-          "RESV_DEL_HOLD")
-_ACCOUNTING: dict[str, bool] = {}  # cluster (SLURM_CONF) -> whether sacct works there
-_SACCT_FAILED_AT: dict[str, float] = {}  # cluster -> when sacct last failed for a passing cause
-SQUEUE_FORMAT = "%i|%T|%N"
+from toolkit.submit import slurm
+from toolkit.submit.slurm import (  # noqa: F401  (the names this module has always offered)
+    _ACCOUNTING,
+    ACTIVE,
+    GONE,
+    MAY_REQUEUE,
+    NO_RESULT,
+    RECHECK_S,
+    SQUEUE_FORMAT,
+    accounting_available,
+    note_sacct,
+    squeue_command,
+)
 
-
-def _env_for(slurm_conf: str) -> dict[str, str]:
-    env = dict(os.environ)
-    if slurm_conf:
-        env["SLURM_CONF"] = slurm_conf
-    else:
-        env.pop("SLURM_CONF", None)
-    return env
-
-
-def _cluster(slurm_conf: str | None) -> str:
-    return os.environ.get("SLURM_CONF", "") if slurm_conf is None else slurm_conf
-
-
-def note_sacct(slurm_conf: str | None, ok: bool, stderr: str = "") -> None:
-    """Record how a sacct call went on a cluster: every sacct caller reports here."""
-    key = _cluster(slurm_conf)
-    _ACCOUNTING[key] = ok
-    if ok or "accounting storage is disabled" in stderr.lower():
-        _SACCT_FAILED_AT.pop(key, None)  # works, or is not configured: no retry needed
-    else:
-        _SACCT_FAILED_AT[key] = time.monotonic()
-
-
-def accounting_available(slurm_conf: str | None = None) -> bool:
-    """Whether to ask sacct on a cluster (default: the one SLURM_CONF points at).
-
-    Probed once; afterwards what the callers' own sacct calls showed (:func:`note_sacct`).
-    After a passing failure it answers True again once ``RECHECK_S`` have passed, so the
-    caller's next sacct call tells whether accounting is back.
-    """
-    key = _cluster(slurm_conf)
-    if key not in _ACCOUNTING:
-        try:
-            r = subprocess.run(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"],
-                               capture_output=True, text=True, timeout=30, env=_env_for(key))
-            note_sacct(key, r.returncode == 0, r.stderr)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            note_sacct(key, False, str(exc))
-    failed_at = _SACCT_FAILED_AT.get(key)
-    if failed_at is not None and time.monotonic() - failed_at >= RECHECK_S:
-        return True
-    return _ACCOUNTING[key]
-
-
-def squeue_command(ids: tp.Iterable[str]) -> list[str]:
-    return ["squeue", "--states=all", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(sorted(ids))]
+if tp.TYPE_CHECKING:
+    import subprocess
 
 
 class PctkWatcher(SlurmInfoWatcher):
@@ -99,7 +55,7 @@ class PctkWatcher(SlurmInfoWatcher):
 
     def __init__(self, delay_s: int = 10, slurm_conf: str | None = None) -> None:
         super().__init__(delay_s=delay_s)
-        self.slurm_conf = _cluster(slurm_conf)
+        self.slurm_conf = slurm.cluster_key(slurm_conf)
         self.commands: list[list[str]] = []  # every command run, for tests and --verbose
         self.requeued: dict[str, str] = {}  # job id -> the state its earlier run ended in
         self._confirm: set[str] = set()  # sacct says MAY_REQUEUE: ask the controller
@@ -132,12 +88,8 @@ class PctkWatcher(SlurmInfoWatcher):
         if command is None:
             return
         self._num_calls += 1
-        try:
-            r = subprocess.run(command, capture_output=True, text=True, timeout=60,
-                               env=_env_for(self.slurm_conf))
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            r = subprocess.CompletedProcess(command, 1, "", str(exc))
-        if command[0] == "squeue":
+        r = slurm.ask(command, env=slurm.env_for(self.slurm_conf))
+        if slurm.is_squeue(command):
             self._read_squeue(r)
         else:
             note_sacct(self.slurm_conf, r.returncode == 0, r.stderr)
@@ -188,10 +140,6 @@ def _mains(info: dict[str, dict[str, str]]) -> set[str]:
     return {k.split("_")[0] for k in info}
 
 
-# states in which Slurm ended the job from outside: no result file is coming
-_NO_RESULT = ("CANCELLED", "NODE_FAIL", GONE, "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
-
-
 class PctkSlurmJob(SlurmJob[tp.Any]):
     _watchers: tp.ClassVar[dict[str, PctkWatcher]] = {}
 
@@ -211,6 +159,6 @@ class PctkSlurmJob(SlurmJob[tp.Any]):
     def _get_outcome_and_result(self) -> tuple[str, tp.Any]:
         # submitit waits 15 s for a result file a slow shared filesystem may not show yet;
         # a job Slurm cancelled or lost never writes one, so report it at once
-        if self.watcher.get_state(self.job_id, mode="cache").startswith(_NO_RESULT):
+        if self.watcher.get_state(self.job_id, mode="cache").startswith(NO_RESULT):
             self._results_timeout_s = 2
         return super()._get_outcome_and_result()

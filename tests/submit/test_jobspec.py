@@ -1,0 +1,83 @@
+"""One job description for every launcher: the sbatch options each renders, checked against
+golden files (PCTK_UPDATE_GOLDEN=1 rewrites them), and every option spelling accepted by the
+twin's real sbatch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from toolkit.bench.storage import StorageJob
+from toolkit.errors import PctkError
+from toolkit.health.sweep import Group, SweepOptions, _sbatch_argv
+from toolkit.nccl.sweep_job import SweepJob, sbatch_command
+from toolkit.paths import code_root
+from toolkit.submit import slurm
+from toolkit.submit.command import CommandJob, job_spec, render_script
+from toolkit.submit.jobspec import JobSpec, sbatch_header, sbatch_options
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "sbatch"
+RUN = Path("/fsx/runs/r1")
+
+
+def _argv_text(argv: list[str]) -> str:
+    """One argument a line, the checkout's path written $REPO so the file is portable."""
+    return "".join(f"{a}\n" for a in argv).replace(str(code_root()), "$REPO")
+
+
+RENDERED = {
+    "command-2node-torchrun.argv": lambda: _argv_text(sbatch_options(job_spec(CommandJob(
+        argv=["python", "train.py"], queue="gpu", nodes=2, gpus_per_node=8, torchrun=True,
+        time="90", name="my run", exclusive=True), RUN))),
+    "command-2node-torchrun.sh": lambda: render_script(CommandJob(
+        argv=["python", "train.py", "--lr", "3e-4"], queue="gpu", nodes=2, gpus_per_node=8,
+        torchrun=True, efa=True, instance_type="p5.48xlarge"), RUN),
+    "health-sweep.argv": lambda: _argv_text(_sbatch_argv(
+        Group("gpu", 8, ["gpu-st-p5-1", "gpu-st-p5-2"], reservation="pctk-health-x"),
+        SweepOptions(level="quick", python="/fsx/venv/bin/python", checks=["gpu", "efa"]),
+        RUN, 6)),
+    "collectives.argv": lambda: _argv_text(sbatch_command(
+        SweepJob(nodes=4, partition="gpu", ntasks_per_node=8, gpus_per_node=8,
+                 time_limit="30"), RUN)),
+    "storage.argv": lambda: _argv_text(StorageJob(
+        nodes=4, target="/fsx/bench", run_dir=RUN, partition="cpu", time_limit="20",
+        run_id="abc").sbatch_args()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RENDERED))
+def test_launchers_render_their_golden_options(name: str) -> None:
+    text = RENDERED[name]()
+    golden = GOLDEN / name
+    if os.environ.get("PCTK_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_options_follow_the_field_order_and_leave_unset_ones_out() -> None:
+    spec = JobSpec(job_name="x", nodes=2, exclusive=True, requeue=False, time=30,
+                   extra=("--comment=a b",))
+    assert sbatch_options(spec) == ["--job-name=x", "--nodes=2", "--exclusive", "--time=30",
+                                    "--no-requeue", "--comment=a b"]
+    assert sbatch_options(JobSpec()) == []
+
+
+def test_header_refuses_what_an_sbatch_line_cannot_carry() -> None:
+    assert sbatch_header(JobSpec(job_name="x", requeue=True)) == [
+        "#SBATCH --job-name=x", "#SBATCH --requeue"]
+    with pytest.raises(PctkError, match="whitespace"):
+        sbatch_header(JobSpec(output="/my runs/%j.out"))
+
+
+@pytest.mark.twin
+def test_every_option_spelling_is_real_sbatch(twin, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    spec = JobSpec(job_name="pctk spec", nodes=1, ntasks_per_node=1, cpus_per_task=1,
+                   mem="100M", exclusive=True, partition="cpu", time="5", requeue=False,
+                   open_mode="append", output=str(tmp_path / "%j.out"),
+                   error=str(tmp_path / "%j.err"), chdir=str(tmp_path), export="ALL",
+                   array="0-1", dependency="singleton", extra=("--comment=pctk",))
+    r = slurm.sbatch_test_only(sbatch_options(spec))
+    assert r.returncode == 0, r.stderr

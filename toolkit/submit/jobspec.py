@@ -1,0 +1,85 @@
+"""One job description, rendered as sbatch options or ``#SBATCH`` lines.
+
+Every launcher (``pctk submit``'s command jobs, ``bench fsdp``, ``bench collectives``, ``bench
+storage``, the health sweep, the executor's ``--test-only`` probe) describes its job as a
+:class:`JobSpec`; :func:`sbatch_options` turns it into ``--key=value`` arguments in one fixed
+order and :func:`sbatch_header` into the ``#SBATCH`` lines of a script, as submitit's
+``_make_sbatch_string`` does for its jobs. The rendered forms are checked against golden files
+(tests/golden/).
+
+Values are written as given: a value with whitespace cannot sit on an ``#SBATCH`` line (sbatch
+splits it), so :func:`sbatch_header` refuses one; on the command line each option is one
+argument and needs no quoting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+
+from toolkit.errors import PctkError
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What Slurm needs to know about a batch job; None/False leaves an option out."""
+
+    job_name: str | None = None
+    nodes: int | None = None
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    gres: str | None = None  # e.g. gpu:8, where --exclusive alone does not hand out GRES
+    mem: str | None = None
+    exclusive: bool = False
+    partition: str | None = None
+    nodelist: str | None = None
+    reservation: str | None = None
+    time: str | int | None = None
+    requeue: bool | None = None  # True --requeue, False --no-requeue, None Slurm's default
+    open_mode: str | None = None
+    output: str | None = None
+    error: str | None = None
+    chdir: str | None = None
+    export: str | None = None
+    array: str | None = None
+    dependency: str | None = None
+    extra: tuple[str, ...] = field(default=())  # further options, verbatim ("--key=value")
+
+
+# torchrun's rendezvous port on the job's first node, as a shell expression: derived from the
+# job id so two jobs sharing a node do not collide (torch's fixed default, 29500, would)
+RDZV_PORT_SHELL = "$((20000 + SLURM_JOB_ID % 20000))"
+
+_FLAG = {"exclusive": "--exclusive"}
+
+
+def _options(spec: JobSpec) -> Iterator[str]:
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if f.name == "extra":
+            yield from value
+        elif f.name == "requeue":
+            if value is not None:
+                yield "--requeue" if value else "--no-requeue"
+        elif f.name in _FLAG:
+            if value:
+                yield _FLAG[f.name]
+        elif value is not None and value != "":
+            yield f"--{f.name.replace('_', '-')}={value}"
+
+
+def sbatch_options(spec: JobSpec) -> list[str]:
+    """The job as sbatch command-line options, in the order of :class:`JobSpec`'s fields."""
+    return list(_options(spec))
+
+
+def sbatch_header(spec: JobSpec) -> list[str]:
+    """The job as ``#SBATCH`` lines for the top of a batch script."""
+    lines = []
+    for opt in _options(spec):
+        if any(c.isspace() for c in opt):
+            raise PctkError(f"sbatch option {opt!r} has whitespace, which #SBATCH lines cannot "
+                            "carry", "pick names and folders without whitespace")
+        lines.append(f"#SBATCH {opt}")
+    return lines
