@@ -155,21 +155,20 @@ def jobs(
     user = None if all_users else os.environ.get("USER") or _whoami()
     r = slurm.sacct_rows(fields, since=since, user=user)
     rows: list[dict[str, str]] = []
-    source = "sacct"
     if r.returncode == 0:
         rows = _parse_parsable(r.stdout, fields)
     else:
-        source = "squeue"
-        sq = slurm.squeue_rows(LIVE_FORMAT, user=user, all_states=True)
-        if sq.returncode != 0:
-            raise PctkError(f"neither sacct nor squeue answered: {sq.stderr.strip()}",
+        r = slurm.squeue_rows(LIVE_FORMAT, user=user, all_states=True)
+        if r.returncode != 0:
+            raise PctkError(f"neither sacct nor squeue answered: {r.stderr.strip()}",
                             _no_slurm_hint())
-        for line in sq.stdout.splitlines():
+        for line in r.stdout.splitlines():
             p = line.split("|")
             rows.append({"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
                          "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else "",
                          "Reason": p[6] if len(p) > 6 and p[2] == "PENDING" else ""})
-    if source == "sacct":
+    source = str(r.args[0])  # the command that answered: sacct, else squeue
+    if source == slurm.SACCT:
         _merge_live(rows, user)
     if json_out:
         emit_json({"source": source, "jobs": rows}, sort_keys=False)

@@ -336,10 +336,13 @@ def wait_job(job_id: str, *, timeout: float | None, poll: float = 2.0,
 
 
 # --------------------------------------------------------------------- job listings
+SACCT = "sacct"
+
+
 def sacct_rows(fields: list[str], *, since: str, user: str | None
                ) -> subprocess.CompletedProcess[str]:
     """``sacct -X -n -P`` rows of ``fields`` since a time, for one user or everyone."""
-    return run(["sacct", "-X", "-n", "-P", "-S", since, "-o", ",".join(fields),
+    return run([SACCT, "-X", "-n", "-P", "-S", since, "-o", ",".join(fields),
                 *(["--user", user] if user else [])])
 
 
