@@ -328,11 +328,8 @@ def collectives(
 ) -> None:
     """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
     from benchmarks.collectives import parse_bytes
-    from benchmarks.record import read_record, write_record
-    from toolkit.nccl.network import detect_network
-    from toolkit.nccl.record import judge_runs, runs_from_record
-    from toolkit.nccl.sweep_job import SweepJob, sbatch_command, submit, sweep_env, wait_for_job
-    from toolkit.nccl.verdict import worst
+    from benchmarks.record import write_record
+    from toolkit.nccl.sweep_job import SweepJob, finish_sweep, judge_record, start_sweep
 
     console = _console(as_json)
     log: Path | None = None
@@ -345,46 +342,17 @@ def collectives(
         except ValueError as exc:
             raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
         out_dir = (run_dir or new_run_dir("collectives")).resolve()
-        out_dir.mkdir(parents=True, exist_ok=True)
         job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
                        gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
                        max_bytes=max_bytes, iters=iters, warmup=warmup,
                        emulate_missing=emulate_missing)
-        cmd = sbatch_command(job, out_dir)
-        job_id = submit(cmd, sweep_env())
+        job_id, cmd = start_sweep(job, out_dir)
         console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
                       highlight=False)
         with ProgressLines("bench collectives") as progress:
-            state = wait_for_job(job_id, timeout=timeout,
-                                 on_state=lambda s: progress.update(f"job {job_id}: {s}"))
-        rec_path = out_dir / "record.json"
-        log = out_dir / f"slurm-{job_id}.out"
-        if not rec_path.is_file():
-            tail = log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
-            raise PctkError(f"job {job_id} ended {state} without a record at {rec_path}",
-                            "read the job log" + (": " + " / ".join(tail) if tail else ""),
-                            log=str(log))
-    try:
-        rec = read_record(rec_path)
-    except (OSError, ValueError) as exc:
-        raise PctkError(f"cannot read {rec_path}: {exc}", "pass a collectives record") from None
-    runs = runs_from_record(rec)
-    if log and log.is_file():
-        net = detect_network(log.read_text(errors="replace").splitlines())
-        for r in runs:
-            r.network = net
-        rec["raw_logs"] = sorted({*rec.get("raw_logs", []), log.name})
-    verdicts = judge_runs(runs, instance_type=instance_type,
-                          nodes=rec.get("cluster", {}).get("nodes"))
-    node_status = rec["verdict"]["status"]
-    for block, v in zip(rec["metrics"]["collectives"], verdicts, strict=True):
-        block["verdict"] = v.to_dict()
-        block["network"] = {"transport": runs[0].network.transport,
-                            "evidence": runs[0].network.evidence}
-    rec["verdict"] = {"status": worst([node_status, *(v.status for v in verdicts)]),
-                      "reasons": rec["verdict"]["reasons"] + [
-                          f"{r.collective}: {x}" for r, v in zip(runs, verdicts, strict=True)
-                          for x in v.reasons]}
+            rec_path, log = finish_sweep(job_id, out_dir, timeout=timeout, on_state=lambda s:
+                                         progress.update(f"job {job_id}: {s}"))
+    rec, runs, verdicts = judge_record(rec_path, log, instance_type)
     if not from_record:
         write_record(rec_path, rec)
     _emit_runs(runs, verdicts, rec, as_json, None, None)

@@ -12,7 +12,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from benchmarks.record import read_record
+from toolkit.errors import PctkError
+from toolkit.nccl.model import CollectiveRun
+from toolkit.nccl.network import detect_network
+from toolkit.nccl.record import judge_runs, runs_from_record
+from toolkit.nccl.verdict import Verdict, worst
 from toolkit.paths import code_root, sbatch_script
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
@@ -59,6 +66,56 @@ def sweep_env(base: dict[str, str] | None = None) -> dict[str, str]:
 def submit(cmd: list[str], env: dict[str, str]) -> str:
     """Submit ``sbatch_command``'s argument list; returns the job id."""
     return slurm.submit(cmd, env=env)
+
+
+def start_sweep(job: SweepJob, out_dir: Path) -> tuple[str, list[str]]:
+    """Submit the sweep into ``out_dir``; returns the job id and the sbatch command."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = sbatch_command(job, out_dir)
+    return submit(cmd, sweep_env()), cmd
+
+
+def finish_sweep(job_id: str, out_dir: Path, *, timeout: float,
+                 on_state: Callable[[str], None] | None = None) -> tuple[Path, Path]:
+    """Wait for the sweep; returns its record and the job's log. A job that ends without a
+    record is a one-line PctkError with the log's last lines."""
+    state = wait_for_job(job_id, timeout=timeout, on_state=on_state)
+    rec_path = out_dir / "record.json"
+    log = out_dir / f"slurm-{job_id}.out"
+    if not rec_path.is_file():
+        tail = log.read_text(errors="replace").splitlines()[-5:] if log.is_file() else []
+        raise PctkError(f"job {job_id} ended {state} without a record at {rec_path}",
+                        "read the job log" + (": " + " / ".join(tail) if tail else ""),
+                        log=str(log))
+    return rec_path, log
+
+
+def judge_record(rec_path: Path, log: Path | None, instance_type: str | None
+                 ) -> tuple[dict[str, Any], list[CollectiveRun], list[Verdict]]:
+    """The record with each collective judged against the catalog, the network the job's
+    log shows, and the node side's own verdict kept: (record, runs, verdicts)."""
+    try:
+        rec = read_record(rec_path)
+    except (OSError, ValueError) as exc:
+        raise PctkError(f"cannot read {rec_path}: {exc}", "pass a collectives record") from None
+    runs = runs_from_record(rec)
+    if log and log.is_file():
+        net = detect_network(log.read_text(errors="replace").splitlines())
+        for r in runs:
+            r.network = net
+        rec["raw_logs"] = sorted({*rec.get("raw_logs", []), log.name})
+    verdicts = judge_runs(runs, instance_type=instance_type,
+                          nodes=rec.get("cluster", {}).get("nodes"))
+    node_status = rec["verdict"]["status"]
+    for block, v in zip(rec["metrics"]["collectives"], verdicts, strict=True):
+        block["verdict"] = v.to_dict()
+        block["network"] = {"transport": runs[0].network.transport,
+                            "evidence": runs[0].network.evidence}
+    rec["verdict"] = {"status": worst([node_status, *(v.status for v in verdicts)]),
+                      "reasons": rec["verdict"]["reasons"] + [
+                          f"{r.collective}: {x}" for r, v in zip(runs, verdicts, strict=True)
+                          for x in v.reasons]}
+    return rec, runs, verdicts
 
 
 def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0,
