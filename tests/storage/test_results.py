@@ -7,6 +7,7 @@ record is that record with the sequential read figure scaled down by 30%.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import uuid
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.record import check_created
 from tests.results.promparse import parse
 from tests.storage.test_node import run_node
 from toolkit.results.compare import compare_records
@@ -35,7 +37,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def slower(rec: dict[str, Any], phase: str, factor: float) -> dict[str, Any]:
     out = copy.deepcopy(rec)
     out["id"] = uuid.uuid4().hex
-    out["created"] = "2026-12-03T00:00:00Z"
+    later = check_created(rec["created"]) + dt.timedelta(hours=1)  # the newer run
+    out["created"] = later.strftime("%Y-%m-%dT%H:%M:%SZ")
     out["metrics"][phase]["mb_per_s"] *= factor
     return out
 
