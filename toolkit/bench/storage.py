@@ -24,7 +24,11 @@ from toolkit.submit import slurm
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH_SCRIPT = REPO / "sbatch" / "storage.sbatch"
-VERDICT_PHASES = ("seq_write", "seq_read")
+# Judged against the expectation: the sequential phases (file per process) and the
+# checkpoint pattern (every rank writes its shard at the same moment, then reads it back),
+# whose figures decide how long a checkpoint stalls training. The shared-file variant,
+# random reads and metadata get figures only: the config states no expectation for them.
+VERDICT_PHASES = ("seq_write", "seq_read", "ckpt_write", "ckpt_read")
 
 
 @dataclass
@@ -96,7 +100,8 @@ def refusals(run_dir: Path) -> list[str]:
 
 def apply_verdict(rec: dict[str, Any], config: Any | None,
                   network_gbps: float | None) -> dict[str, Any]:
-    """Judge the record's sequential figures against the config (UNKNOWN without one)."""
+    """Judge the record's sequential and checkpoint figures against the config (UNKNOWN
+    without one)."""
     target, nodes = rec["params"]["target"], rec["params"]["nodes"]
     entry = expect.mount_for(config, target) if config is not None else None
     prov = expect.provisioned(entry) if entry else None
