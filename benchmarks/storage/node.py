@@ -157,6 +157,9 @@ class NodeRun:
             "ios": res.total_ios, "lat_p50_us": res.lat_p50_us, "lat_p99_us": res.lat_p99_us,
             "fio_version": res.version, "direct": job.direct, "raw": job_file.stem + ".json",
         }
+        if res.clat_bins_ns is not None and phase == "rand_read":
+            # for latency percentiles over every node's I/Os (benchmarks.storage.aggregate)
+            self.result["phases"][phase]["clat_bins_ns"] = [list(b) for b in res.clat_bins_ns]
 
     def meta_phase(self) -> None:
         folder = self.data / "meta"

@@ -78,6 +78,11 @@ def test_record_totals_are_the_sum_of_the_fio_reports(four_node_run) -> None:
     reports = [json.loads(p.read_text())["jobs"][0]["read"]
                for p in run_dir.glob("fio-*-rand_read.json")]
     assert m["rand_read"]["total_ios"] == sum(r["total_ios"] for r in reports) > 0
+    # latency percentiles over all 4 nodes' I/Os, from the histograms in fio's json+ reports
+    bins = sum(sum(r["clat_ns"]["bins"].values()) for r in reports)
+    assert m["rand_read"]["lat_merged_from"] == (
+        f"fio completion-latency histograms of 4 node(s), {bins} I/Os")
+    assert 0 < m["rand_read"]["lat_p50_us"] <= m["rand_read"]["lat_p99_us"]
     assert m["meta_create"]["total_files"] == 4 * SMALL["meta_files"]
     assert m["meta_remove"]["per_s"] > 0
     assert files_under(target) == [] and list(target.iterdir()) == []

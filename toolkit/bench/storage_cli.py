@@ -73,9 +73,13 @@ def table_rows(rec: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if "rand_read" in m:
         r = m["rand_read"]
         iops = [n["iops"] for n in r["per_node"].values()]
-        rows.append(("rand_read 4k", f"{_cell(r['iops'], ',.0f')} IOPS, p50 "
-                     f"{_cell(r['lat_p50_us_median_node'], '.0f')} us, p99 "
-                     f"{_cell(r['lat_p99_us_worst_node'], '.0f')} us",
+        if r.get("lat_p99_us") is not None:  # over all nodes' I/Os (merged histograms)
+            lat = (f"p50 {_cell(r['lat_p50_us'], '.0f')} us, p99 "
+                   f"{_cell(r['lat_p99_us'], '.0f')} us")
+        else:  # a record without histograms: say which per-node figures these are
+            lat = (f"median node's p50 {_cell(r['lat_p50_us_median_node'], '.0f')} us, "
+                   f"worst node's p99 {_cell(r['lat_p99_us_worst_node'], '.0f')} us")
+        rows.append(("rand_read 4k", f"{_cell(r['iops'], ',.0f')} IOPS, {lat}",
                      f"{r['slowest_node_s']:.2f} s", f"{min(iops):,.0f}-{max(iops):,.0f} IOPS"))
     for phase in ("meta_create", "meta_stat", "meta_remove"):
         if phase in m:
