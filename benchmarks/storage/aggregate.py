@@ -24,6 +24,11 @@ THROUGHPUT_PHASES = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shar
 META_PHASES = ("meta_create", "meta_stat", "meta_remove")
 
 
+def base_phase(phase: str) -> str:
+    """``seq_read@4M`` -> ``seq_read``: a block-size sweep's phase is named after its size."""
+    return phase.split("@", 1)[0]
+
+
 def _rate(amount: float, seconds: float) -> float | None:
     return amount / seconds if seconds > 0 else None
 
@@ -105,8 +110,11 @@ def metrics_from(results: list[dict[str, Any]]) -> dict[str, Any]:
                              if f.get("fio_version")), None),
     }
     for phase, nodes in by_phase.items():
-        if phase in THROUGHPUT_PHASES:
+        if base_phase(phase) in THROUGHPUT_PHASES:  # seq_read, or seq_read@4M of a sweep
             metrics[phase] = throughput(nodes)
+            blocks = {n.get("block") for n in nodes.values()} - {None}
+            if len(blocks) == 1:
+                metrics[phase]["block"] = blocks.pop()
         elif phase == "rand_read":
             metrics[phase] = random_reads(nodes)
         elif phase in META_PHASES:

@@ -159,12 +159,17 @@ def test_pctk_bench_storage_command(twin, tmp_path: Path) -> None:
     args = [pctk, "bench", "storage", "-N", "2", "-p", "cpu", "--config", str(config),
             "--jobs-per-node", "1", "--size-mib", "2", "--ckpt-mib", "1", "--rand-seconds",
             "1", "--meta-files", "20", "--run-dir", str(tmp_path / "run"), "--timeout", "180",
-            "--db", str(tmp_path / "results.db")]
+            "--db", str(tmp_path / "results.db"), "--block-sizes", "1M,512k"]
     r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=240)
     assert r.returncode == 1, r.stderr  # FAIL against 98 GB/s provisioned
     rec = json.loads(r.stdout)
     assert rec["params"]["target"] == str(target)  # the config's MountDir by default
     assert rec["verdict"]["status"] == "FAIL" and rec["cluster"]["nodes"] == 2
+    for phase in ("seq_read", "ckpt_write"):  # the sweep: each phase at both block sizes
+        assert rec["metrics"][phase]["block"] == "1M"
+        assert rec["metrics"][f"{phase}@512k"]["block"] == "512k"
+        assert (rec["metrics"][f"{phase}@512k"]["total_bytes"]
+                == rec["metrics"][phase]["total_bytes"] > 0)
     assert list(target.iterdir()) == []
     r = subprocess.run([pctk, "results", "list", "--db", str(tmp_path / "results.db"),
                         "--json"], capture_output=True, text=True, timeout=60)

@@ -373,20 +373,45 @@ STORAGE_PLOTTED = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared
                    "ckpt_write", "ckpt_read")
 
 
+def storage_throughputs(record: dict[str, Any]) -> list[tuple[str, str | None, float]]:
+    """(phase, block size, aggregate MB/s) of each throughput phase of a storage record,
+    block-size sweeps included (``seq_read@4M``); the block size is None where unknown."""
+    metrics = record.get("metrics") or {}
+    default_block = (record.get("params") or {}).get("block_seq")
+    out = []
+    for name, section in metrics.items():
+        phase, _, suffix = name.partition("@")
+        if phase not in STORAGE_PLOTTED or not isinstance(section, dict):
+            continue
+        value = section.get("mb_per_s")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            continue
+        block = section.get("block") or suffix or default_block
+        out.append((phase, block if isinstance(block, str) else None, float(value)))
+    return out
+
+
+def _block_bytes(block: str) -> float | None:
+    match = re.match(r"^(\d+)([kKmMgG])$", block)
+    if not match:
+        return None
+    return int(match[1]) * 1024 ** " kmg".index(match[2].lower())
+
+
 def storage_section(records: list[dict[str, Any]], groups: set[tuple[str, str]]) -> str:
-    """Per cluster and type: aggregate MB/s against node count (every storage run shown, the
-    newest figure per node count and phase), and the latest run's headline. ``records``:
-    what the report shows, newest first."""
+    """Per cluster and type: aggregate MB/s against node count, one line per phase and block
+    size (every storage run shown, the newest figure per node count), and, where the latest
+    run swept block sizes, MB/s against block size; the latest run's headline.
+    ``records``: what the report shows, newest first."""
     scaling: dict[tuple[str, str], dict[str, dict[int, float]]] = defaultdict(dict)
     storage = [record for record in records if record["kind"] == "storage"]
     for record in reversed(storage):  # oldest first: newest wins
         key, nodes = group_key(record), record.get("params", {}).get("nodes")
         if key not in groups or not isinstance(nodes, int):
             continue
-        scalars = m.storage_scalars(record)
-        for phase in STORAGE_PLOTTED:
-            if (value := scalars.get(f"{phase}_mb_per_s")) is not None:
-                scaling[key].setdefault(phase, {})[nodes] = value
+        for phase, block, value in storage_throughputs(record):
+            label = f"{phase} {block}" if block else phase
+            scaling[key].setdefault(label, {})[nodes] = value
     if not scaling:
         return '<p class="empty">no storage results</p>'
     images, rows = [], []
@@ -394,12 +419,24 @@ def storage_section(records: list[dict[str, Any]], groups: set[tuple[str, str]])
         key = group_key(record)
         if key not in scaling:
             continue
-        series = {phase: sorted(points.items()) for phase, points in scaling[key].items()}
+        series = {label: sorted(points.items()) for label, points in scaling[key].items()}
         expected = record.get("metrics", {}).get("expected_mb_per_s")
+        expected = expected if isinstance(expected, int | float) else None
         title = f"{group_label(key)}: {record.get('params', {}).get('target', '?')}"
-        images.append(_img(plots.storage_scaling(series, title, expected if isinstance(
-            expected, int | float) else None), "storage throughput against node count",
-            sum(map(len, series.values()))))
+        images.append(_img(plots.storage_scaling(series, title, expected),
+                           "storage throughput against node count, per phase and block size",
+                           sum(map(len, series.values()))))
+        by_block: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for phase, block, value in storage_throughputs(record):
+            if block and (size := _block_bytes(block)):
+                by_block[phase].append((size, value))
+        if any(len(points) > 1 for points in by_block.values()):
+            nodes = record.get("params", {}).get("nodes")
+            images.append(_img(plots.storage_block_sizes(
+                {phase: sorted(points) for phase, points in by_block.items()},
+                f"{title}, {nodes} node(s), {record['created']}", expected),
+                "storage throughput against block size, latest run",
+                sum(map(len, by_block.values()))))
         rows.append([f"<td>{esc(group_label(key))}{twin_mark([record])}</td>",
                      td(record["created"]), td(m.headline(record)),
                      td(_status(record), _status(record))])
