@@ -271,7 +271,8 @@ def compare(
     db: Path | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Flag busbw, tokens/s, MFU drops and new health FAILs against the baseline (exit 1)."""
+    """Flag busbw, tokens/s, MFU, storage drops and new health FAILs against the baseline
+    (exit 1)."""
     limit = parse_threshold(threshold)
     with open_store(db) as store:
         comparisons = _comparisons(store, result_id, against, kind, cluster, instance_type,
