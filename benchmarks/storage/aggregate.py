@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from benchmarks.record import new_record, write_record
+from benchmarks.storage.fio import percentile_of_bins
 
 MB = 1_000_000
 THROUGHPUT_PHASES = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared",
                      "ckpt_write", "ckpt_read")
 META_PHASES = ("meta_create", "meta_stat", "meta_remove")
+
+
+def base_phase(phase: str) -> str:
+    """``seq_read@4M`` -> ``seq_read``: a block-size sweep's phase is named after its size."""
+    return phase.split("@", 1)[0]
 
 
 def _rate(amount: float, seconds: float) -> float | None:
@@ -43,6 +50,25 @@ def throughput(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def merged_latency(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """p50/p99 completion latency over every I/O of every node: the nodes' fio histograms
+    (``json+`` bins, the ones fio computes its own percentiles from) summed, then read with
+    fio's rule. None, and said so, when a node's report carried no bins."""
+    summed: Counter[int] = Counter()
+    for figures in nodes.values():
+        bins = figures.get("clat_bins_ns")
+        if not isinstance(bins, list):
+            return {"lat_p50_us": None, "lat_p99_us": None,
+                    "lat_merged_from": "not merged: a node's fio report has no histogram"}
+        for value, count in bins:
+            summed[int(value)] += int(count)
+    p50, p99 = (percentile_of_bins(summed.items(), pct) for pct in (50, 99))
+    return {"lat_p50_us": p50 / 1000 if p50 is not None else None,
+            "lat_p99_us": p99 / 1000 if p99 is not None else None,
+            "lat_merged_from": f"fio completion-latency histograms of {len(nodes)} node(s), "
+                               f"{sum(summed.values())} I/Os"}
+
+
 def random_reads(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     total = sum(n["ios"] for n in nodes.values())
     slowest = max(n["seconds"] for n in nodes.values())
@@ -51,8 +77,9 @@ def random_reads(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "total_ios": total, "total_bytes": sum(n["bytes"] for n in nodes.values()),
         "slowest_node_s": slowest, "iops": _rate(total, slowest),
-        # fio merges its jobs' histograms within a node; across nodes only the per-node
-        # percentiles exist, so the record gives their median and worst, not a merged one
+        # percentiles over all nodes' I/Os, from their merged histograms
+        **merged_latency(nodes),
+        # and of the per-node percentiles fio printed: the median node's p50, the worst p99
         "lat_p50_us_median_node": statistics.median(p50) if p50 else None,
         "lat_p99_us_worst_node": max(p99) if p99 else None,
         "per_node": {name: {"ios": n["ios"], "seconds": n["seconds"], "iops": n["iops"],
@@ -83,8 +110,11 @@ def metrics_from(results: list[dict[str, Any]]) -> dict[str, Any]:
                              if f.get("fio_version")), None),
     }
     for phase, nodes in by_phase.items():
-        if phase in THROUGHPUT_PHASES:
+        if base_phase(phase) in THROUGHPUT_PHASES:  # seq_read, or seq_read@4M of a sweep
             metrics[phase] = throughput(nodes)
+            blocks = {n.get("block") for n in nodes.values()} - {None}
+            if len(blocks) == 1:
+                metrics[phase]["block"] = blocks.pop()
         elif phase == "rand_read":
             metrics[phase] = random_reads(nodes)
         elif phase in META_PHASES:

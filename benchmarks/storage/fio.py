@@ -1,15 +1,17 @@
 """Write fio job files, run fio with JSON output, and read the figures the benchmark needs.
 
 fio (https://fio.readthedocs.io) does the I/O; this module only describes the jobs and
-parses fio's ``--output-format=json`` report. With ``group_reporting`` fio merges a node's
-jobs into one entry: bytes summed, runtime the longest job's, latency percentiles from the
-merged histogram.
+parses fio's ``--output-format=json+`` report (``json`` plus each latency histogram's
+non-empty bins). With ``group_reporting`` fio merges a node's jobs into one entry: bytes
+summed, runtime the longest job's, latency percentiles from the merged histogram. The bins
+let the driver merge the nodes' histograms the same way (:func:`percentile_of_bins`).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,9 @@ class FioResult:
     lat_p50_us: float | None
     lat_p99_us: float | None
     error: int
+    # completion latency histogram: (bin value in ns, I/Os), ascending; None from a plain
+    # ``json`` report
+    clat_bins_ns: tuple[tuple[int, int], ...] | None = None
 
 
 class FioError(RuntimeError):
@@ -90,6 +95,30 @@ def _percentile(clat: dict[str, Any], which: str) -> float | None:
     return None
 
 
+def _bins(clat: dict[str, Any]) -> tuple[tuple[int, int], ...] | None:
+    bins = clat.get("bins")
+    if not isinstance(bins, dict):
+        return None
+    return tuple(sorted((int(value), int(count)) for value, count in bins.items()))
+
+
+def percentile_of_bins(bins: Iterable[tuple[int, int]], pct: float) -> int | None:
+    """fio's own rule (stat.c, calc_clat_percentiles): the value of the first bin, in
+    ascending order, where the running count reaches pct/100 of all I/Os. Applied to one
+    node's bins it gives the percentile fio printed; to the sum of several nodes' bins, the
+    percentile over all of their I/Os."""
+    ordered = sorted(bins)
+    total = sum(count for _value, count in ordered)
+    if total <= 0:
+        return None
+    running = 0
+    for value, count in ordered:
+        running += count
+        if running >= pct / 100.0 * total:
+            return value
+    return ordered[-1][0]
+
+
 def parse_report(text: str, direction: str) -> FioResult:
     """The merged entry of a ``group_reporting`` run; ``direction`` picks read or write."""
     data = _json_part(text)
@@ -113,6 +142,7 @@ def parse_report(text: str, direction: str) -> FioResult:
         lat_p50_us=_percentile(clat, "50"),
         lat_p99_us=_percentile(clat, "99"),
         error=int(job.get("error", 0)),
+        clat_bins_ns=_bins(clat),
     )
 
 
@@ -126,7 +156,7 @@ def run(job_file: Path, report: Path, *, procs: list[subprocess.Popen[bytes]] | 
 
     ``procs`` receives the running process so a signal handler can stop it by pid.
     """
-    cmd = [fio, "--output-format=json", f"--output={report}", str(job_file)]
+    cmd = [fio, "--output-format=json+", f"--output={report}", str(job_file)]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:

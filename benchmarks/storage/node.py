@@ -7,7 +7,9 @@ that is not shared between the nodes (each node leaves a marker; all must see al
 phases run in step, a barrier before each: sequential write and read (1 MiB blocks, one
 file per process), random 4 KiB reads, sequential write and read of one file shared by
 every process of every node (disjoint regions), the checkpoint pattern (each rank writes its shard,
-then reads it back), metadata create/stat/remove. Each node writes ``node-NAME.json`` and
+then reads it back), metadata create/stat/remove. ``--block-sizes 1M,4M`` repeats each
+throughput phase at every block size: the first keeps the plain phase name (``seq_read``),
+the others are named ``seq_read@4M``. Each node writes ``node-NAME.json`` and
 fio's raw reports into the out folder; node 0 then builds the record. The files written
 to the target are removed on every exit path, including SIGTERM from ``scancel``.
 """
@@ -19,6 +21,7 @@ import contextlib
 import json
 import mmap
 import os
+import re
 import shutil
 import signal
 import socket
@@ -58,12 +61,54 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rand-seconds", type=int, default=10)
     p.add_argument("--meta-files", type=int, default=1000, help="per node")
     p.add_argument("--phases", default=",".join(PHASES))
+    p.add_argument("--block-sizes", default=fio.BLOCK_SEQ, type=parse_block_sizes,
+                   help="block sizes of the throughput phases, e.g. 1M,4M (the first one "
+                        "gives the plain phase names)")
     p.add_argument("--no-direct", action="store_true",
                    help="buffered I/O even where O_DIRECT works (it is probed otherwise)")
     p.add_argument("--share-timeout", type=float, default=30.0)
     p.add_argument("--phase-timeout", type=float, default=3600.0)
     p.add_argument("--fio", default="fio")
     return p.parse_args(argv)
+
+
+BLOCK_SIZE = re.compile(r"^([1-9][0-9]{0,6})([kKmM])$")
+
+
+def block_bytes(text: str) -> int:
+    m = BLOCK_SIZE.match(text)
+    if not m:
+        raise ValueError(text)
+    return int(m[1]) << (10 if m[2] in "kK" else 20)
+
+
+def parse_block_sizes(text: str) -> list[str]:
+    """``1M,4M`` -> ["1M", "4M"]: sizes fio reads (k or M suffix), each once, in order."""
+    sizes: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        try:
+            block_bytes(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"block size {item!r} is not a number with a k or M suffix (1M, 512k)"
+            ) from None
+        canonical = item[:-1] + ("k" if item[-1] in "kK" else "M")
+        if canonical not in sizes:
+            sizes.append(canonical)
+    return sizes
+
+
+def block_size_problem(blocks: list[str], size_mib: int, ckpt_mib: int) -> str | None:
+    """Why these block sizes do not fit the files (each file a whole number of blocks)."""
+    for block in blocks:
+        for flag, mib in (("--size-mib", size_mib), ("--ckpt-mib", ckpt_mib)):
+            if (mib * MiB) % block_bytes(block):
+                return f"block size {block} does not divide {flag} {mib} (MiB per file)"
+    return None
+
+
+def phase_name(phase: str, block: str, first: str) -> str:
+    return phase if block == first else f"{phase}@{block}"
 
 
 def node_name() -> str:
@@ -156,7 +201,11 @@ class NodeRun:
             "wall_s": round(time.monotonic() - start, 6), "iops": res.iops,
             "ios": res.total_ios, "lat_p50_us": res.lat_p50_us, "lat_p99_us": res.lat_p99_us,
             "fio_version": res.version, "direct": job.direct, "raw": job_file.stem + ".json",
+            "block": job.block,
         }
+        if res.clat_bins_ns is not None and phase == "rand_read":
+            # for latency percentiles over every node's I/Os (benchmarks.storage.aggregate)
+            self.result["phases"][phase]["clat_bins_ns"] = [list(b) for b in res.clat_bins_ns]
 
     def meta_phase(self) -> None:
         folder = self.data / "meta"
@@ -178,10 +227,17 @@ class NodeRun:
                               **{"directory": self.data, "size_mib": a.size_mib,
                                  "direct": direct, **kw})
 
-        if "seq" in phases or "rand" in phases:
-            self.fio_phase("seq_write", job("seq", "write", end_fsync=not direct))
-        if "seq" in phases:
-            self.fio_phase("seq_read", job("seq", "read"))
+        blocks, first = a.block_sizes, a.block_sizes[0]
+
+        def named(phase: str, block: str) -> str:
+            return phase_name(phase, block, first)
+
+        # the random reads use the files the first block size's write leaves
+        for block in blocks if "seq" in phases else blocks[:1] if "rand" in phases else []:
+            self.fio_phase(named("seq_write", block),
+                           job("seq", "write", block=block, end_fsync=not direct))
+            if "seq" in phases:
+                self.fio_phase(named("seq_read", block), job("seq", "read", block=block))
         if "rand" in phases:
             self.fio_phase("rand_read", job("seq", "randread", block=fio.BLOCK_RAND,
                                             runtime_s=a.rand_seconds))
@@ -189,16 +245,22 @@ class NodeRun:
         if "shared" in phases:
             self.shared.mkdir(parents=True, exist_ok=True)
             slot = self.rank * a.jobs_per_node
-            self.fio_phase("seq_write_shared", job("shared", "write", directory=self.shared,
-                                                   shared_file=SHARED_FILE, first_slot=slot,
-                                                   end_fsync=not direct))
-            self.fio_phase("seq_read_shared", job("shared", "read", directory=self.shared,
-                                                  shared_file=SHARED_FILE, first_slot=slot))
+            for block in blocks:
+                self.fio_phase(named("seq_write_shared", block),
+                               job("shared", "write", directory=self.shared, block=block,
+                                   shared_file=SHARED_FILE, first_slot=slot,
+                                   end_fsync=not direct))
+                self.fio_phase(named("seq_read_shared", block),
+                               job("shared", "read", directory=self.shared, block=block,
+                                   shared_file=SHARED_FILE, first_slot=slot))
         if "ckpt" in phases:
-            # checkpoints are buffered writes made durable by fsync (torch.save, DCP)
-            self.fio_phase("ckpt_write", job("ckpt", "write", size_mib=a.ckpt_mib,
-                                             direct=False, end_fsync=True))
-            self.fio_phase("ckpt_read", job("ckpt", "read", size_mib=a.ckpt_mib))
+            for block in blocks:
+                # checkpoints are buffered writes made durable by fsync (torch.save, DCP)
+                self.fio_phase(named("ckpt_write", block),
+                               job("ckpt", "write", size_mib=a.ckpt_mib, block=block,
+                                   direct=False, end_fsync=True))
+                self.fio_phase(named("ckpt_read", block),
+                               job("ckpt", "read", size_mib=a.ckpt_mib, block=block))
             remove_matching(self.data, "ckpt.")
         if "meta" in phases:
             self.meta_phase()
@@ -268,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown phase(s) {', '.join(unknown)}; use {', '.join(PHASES)}",
               file=sys.stderr)
         return 2
+    if problem := block_size_problem(args.block_sizes, args.size_mib, args.ckpt_mib):
+        print(problem, file=sys.stderr)
+        return 2
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -306,8 +371,8 @@ def vars_for_record(args: argparse.Namespace, phases: list[str], nodes: int) -> 
     return {"target": args.target, "nodes": nodes, "jobs_per_node": args.jobs_per_node,
             "size_mib": args.size_mib, "ckpt_mib": args.ckpt_mib,
             "rand_seconds": args.rand_seconds, "meta_files": args.meta_files,
-            "phases": phases, "no_direct": args.no_direct, "block_seq": fio.BLOCK_SEQ,
-            "block_rand": fio.BLOCK_RAND,
+            "phases": phases, "no_direct": args.no_direct, "block_seq": args.block_sizes[0],
+            "block_sizes": args.block_sizes, "block_rand": fio.BLOCK_RAND,
             "run_id": args.run_id}
 
 

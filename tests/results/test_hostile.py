@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.record import MAX_FILE_BYTES, RecordError, validate_record, write_record
+from benchmarks.record import (
+    MAX_FILE_BYTES,
+    MAX_RECORD_BYTES,
+    RecordError,
+    loads_record,
+    validate_record,
+    write_record,
+)
 from toolkit.results.store import ResultStore
 
 from . import records
@@ -115,6 +122,61 @@ def test_api_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
         db.add(rec)
     with pytest.raises(RecordError, match="64-bit"):
         validate_record({**records.fsdp_record(), "metrics": {"x": -(1 << 63) - 1}})
+
+
+def raw_text(edit: Callable[[dict[str, Any]], None]) -> str:
+    """Like :func:`edited`, with non-ASCII characters (lone surrogates too) left raw."""
+    rec = records.fsdp_record()
+    edit(rec)
+    return json.dumps(rec, ensure_ascii=False)
+
+
+EDGE_CASES: list[tuple[str, str, bool]] = [  # name, text, valid
+    ("raw non-ASCII", raw_text(lambda r: r["cluster"].update(name="tr\u00e2in-\U0001F600")),
+     True),
+    ("raw lone surrogate", raw_text(lambda r: r["cluster"].update(name="a\udc80")), False),
+    ("raw lone surrogate in a key", raw_text(lambda r: r["metrics"].update({"\ud800": 1})),
+     False),
+    ("escaped non-ASCII", edited(lambda r: r["params"].update(note="\u00e9\u4e2d")), True),
+    ("int64 max", metric_text(str((1 << 63) - 1)), True),
+    ("int64 min", metric_text(str(-(1 << 63))), True),
+    ("int64 min - 1", metric_text(str(-(1 << 63) - 1)), False),
+    ("largest float", metric_text("1.7976931348623157e308"), True),
+    ("nesting 32 deep", metric_text(nested(31)), True),
+    ("nesting 33 deep", metric_text(nested(32)), False),
+    ("bare NaN", metric_text("NaN"), True),
+    ("raw DEL", metric_text('"\x7f"'), True),
+]
+
+
+@pytest.mark.parametrize(("text", "valid"),
+                         [(t, False) for _, t, _ in HOSTILE] + [(t, v) for _, t, v in EDGE_CASES],
+                         ids=[n for n, _, _ in HOSTILE] + [n for n, _, _ in EDGE_CASES])
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+def test_reading_a_record_judges_as_the_full_check_does(text: str, valid: bool,
+                                                        as_bytes: bool) -> None:
+    """loads_record skips the per-value walk for plain JSON; it must accept and refuse
+    exactly what validate_record does (the store reads bytes, files are read as bytes)."""
+    raw = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    try:
+        validate_record(json.loads(raw, parse_constant=lambda _name: None))
+        full_verdict = True
+    except (RecordError, ValueError, RecursionError):
+        full_verdict = False
+    try:
+        loads_record(raw)
+        fast_verdict = True
+    except RecordError:
+        fast_verdict = False
+    assert (fast_verdict, full_verdict) == (valid, valid)
+
+
+def test_text_under_the_limit_that_dumps_past_it_is_refused(tmp_path: Path) -> None:
+    """3 MiB of raw DEL characters dump to 18 MiB of \\u007f escapes."""
+    text = metric_text('"' + "\x7f" * (3 << 20) + '"')
+    assert len(text) < MAX_RECORD_BYTES
+    with pytest.raises(RecordError, match="bytes"):
+        loads_record(text.encode())
 
 
 def test_unmeasured_figures_are_written_and_read_as_null(tmp_path: Path, db: Path,

@@ -27,6 +27,9 @@ def test_a_run_folder_holding_a_previous_run_is_refused(tmp_path: Path) -> None:
     ({"size_mib": 0}, "--size-mib must be at least 1"),
     ({"target": "fsx/bench"}, "not an absolute path"),
     ({"phases": "seq,metadata"}, "unknown phase"),
+    ({"block_sizes": "1M,fast"}, "--block-sizes: block size 'fast'"),
+    ({"block_sizes": "1M,3M", "size_mib": 6, "ckpt_mib": 4},
+     "block size 3M does not divide --ckpt-mib 4"),
 ])
 def test_bad_input_is_refused_before_submission(tmp_path: Path, kw: dict, message: str
                                                 ) -> None:
@@ -42,3 +45,4 @@ def test_sbatch_arguments_name_the_script_and_pass_the_node_flags(tmp_path: Path
     node = args[script + 1:]
     assert node[node.index("--target") + 1] == "/fsx/bench"
     assert "--no-direct" in node
+    assert node[node.index("--block-sizes") + 1] == "1M"

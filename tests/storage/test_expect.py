@@ -78,3 +78,21 @@ def test_thresholds_and_the_lower_expectation_wins() -> None:
     assert (status, expected) == ("PASS", 125.0)
     assert "client network ceiling" in reasons[0]
     assert expect.judge({"seq_read": 1.0}, None, 125.0)[0] == "UNKNOWN"
+
+
+def test_checkpoint_phases_are_judged_like_the_sequential_ones() -> None:
+    from toolkit.bench.storage import apply_verdict
+
+    config = {"SharedStorage": [fsx("PERSISTENT_2", 1200, 1000, "SSD")]}  # 1,172 MB/s
+    figures = {"seq_write": 1100.0, "seq_read": 1150.0, "seq_write_shared": 1.0,
+               "rand_read": None, "ckpt_write": 400.0, "ckpt_read": 1100.0}
+    rec = {"params": {"target": "/fsx/bench", "nodes": 2},
+           "metrics": {phase: {"mb_per_s": v} for phase, v in figures.items()}}
+    judged = apply_verdict(rec, config, None)["verdict"]
+    assert judged["status"] == "FAIL", judged  # the checkpoint write: 34% of expected
+    assert any(r.startswith("ckpt_write 400 MB/s = 34%") and r.endswith("FAIL")
+               for r in judged["reasons"]), judged
+    assert any(r.startswith("ckpt_read") and r.endswith("PASS") for r in judged["reasons"])
+    assert not any(r.startswith("seq_write_shared") for r in judged["reasons"])
+    rec["metrics"]["ckpt_write"]["mb_per_s"] = 1000.0
+    assert apply_verdict(rec, config, None)["verdict"]["status"] == "PASS"

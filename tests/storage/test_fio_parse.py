@@ -66,3 +66,51 @@ def test_job_file_runs_on_real_fio(tmp_path: Path) -> None:
                       direct=False)
     (tmp_path / "r.fio").write_text(read.text())
     assert fio.run(tmp_path / "r.fio", tmp_path / "r.json").io_bytes == 4 * 1024 * 1024
+
+
+JSONPLUS = ("fio-3.33-randread-jsonplus-1job.json", "fio-3.33-randread-jsonplus-2jobs.json")
+
+
+@pytest.mark.parametrize("name", JSONPLUS)
+def test_percentiles_from_the_bins_are_the_ones_fio_printed(name: str) -> None:
+    res = fio.parse_report((FIXTURES / name).read_text(), "read")
+    clat = raw(name)["jobs"][0]["read"]["clat_ns"]
+    assert res.clat_bins_ns is not None
+    assert sum(count for _v, count in res.clat_bins_ns) == res.total_ios > 1000
+    for pct, value in clat["percentile"].items():
+        assert fio.percentile_of_bins(res.clat_bins_ns, float(pct)) == value, pct
+
+
+def test_a_plain_json_report_has_no_bins() -> None:
+    res = fio.parse_report((FIXTURES / "fio-3.33-randread.json").read_text(), "read")
+    assert res.clat_bins_ns is None
+
+
+def _node(res: fio.FioResult, with_bins: bool = True) -> dict:
+    figures = {"ios": res.total_ios, "seconds": res.runtime_ms / 1000, "iops": res.iops,
+               "bytes": res.io_bytes, "lat_p50_us": res.lat_p50_us,
+               "lat_p99_us": res.lat_p99_us}
+    if with_bins:
+        figures["clat_bins_ns"] = [list(b) for b in res.clat_bins_ns or ()]
+    return figures
+
+
+def test_latency_percentiles_merge_every_nodes_ios() -> None:
+    from benchmarks.storage.aggregate import random_reads
+
+    results = [fio.parse_report((FIXTURES / n).read_text(), "read") for n in JSONPLUS]
+    merged = random_reads({"a": _node(results[0]), "b": _node(results[1])})
+    every_io = sorted(v for r in results for v, count in r.clat_bins_ns or () for _ in
+                      range(count))
+    assert len(every_io) == merged["total_ios"]
+    for pct, key in ((50, "lat_p50_us"), (99, "lat_p99_us")):
+        nearest_rank = every_io[-(-pct * len(every_io) // 100) - 1]  # ceil(p/100 N), 1-based
+        assert merged[key] == nearest_rank / 1000
+        per_node = sorted(getattr(r, key) for r in results)
+        assert per_node[0] <= merged[key] <= per_node[1]
+    assert "2 node(s)" in merged["lat_merged_from"]
+    assert str(merged["total_ios"]) in merged["lat_merged_from"]
+
+    unmerged = random_reads({"a": _node(results[0]), "b": _node(results[1], False)})
+    assert unmerged["lat_p99_us"] is None and "not merged" in unmerged["lat_merged_from"]
+    assert unmerged["lat_p99_us_worst_node"] == max(r.lat_p99_us for r in results)

@@ -48,3 +48,27 @@ def test_unknown_phase_is_bad_input(tmp_path: Path) -> None:
     r = run_node(tmp_path / "t", tmp_path / "out", "--phases", "seq,bogus")
     assert r.returncode == 2 and "unknown phase(s) bogus" in r.stderr
     assert not (tmp_path / "t").exists()
+
+
+def test_block_size_sweep_runs_each_throughput_phase_at_each_size(tmp_path: Path) -> None:
+    r = run_node(tmp_path / "t", tmp_path / "out", "--phases", "seq,shared,ckpt",
+                 "--block-sizes", "1M,512k")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "out" / "record.json").read_text())
+    m = rec["metrics"]
+    assert rec["params"]["block_sizes"] == ["1M", "512k"]
+    for phase, per_rank in (("seq_read", 2 << 20), ("seq_write_shared", 2 << 20),
+                            ("ckpt_write", 1 << 20)):
+        assert m[phase]["block"] == "1M" and m[f"{phase}@512k"]["block"] == "512k"
+        assert m[phase]["total_bytes"] == m[f"{phase}@512k"]["total_bytes"] == 2 * per_rank
+        job = (tmp_path / "out" / f"fio-{rec['cluster']['hosts'][0]}-{phase}@512k.fio")
+        assert "bs=512k" in job.read_text()
+    assert list((tmp_path / "t").iterdir()) == []
+
+
+def test_block_size_that_does_not_fit_the_files_is_bad_input(tmp_path: Path) -> None:
+    r = run_node(tmp_path / "t", tmp_path / "out", "--block-sizes", "1M,2M")
+    assert r.returncode == 2 and "block size 2M does not divide --ckpt-mib 1" in r.stderr
+    r = run_node(tmp_path / "t", tmp_path / "out", "--block-sizes", "1Q")
+    assert r.returncode == 2 and "block size '1Q'" in r.stderr
+    assert not (tmp_path / "t").exists()

@@ -7,13 +7,17 @@ record is that record with the sequential read figure scaled down by 30%.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.record import check_created
 from tests.results.promparse import parse
 from tests.storage.test_node import run_node
 from toolkit.results.compare import compare_records
@@ -35,7 +39,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def slower(rec: dict[str, Any], phase: str, factor: float) -> dict[str, Any]:
     out = copy.deepcopy(rec)
     out["id"] = uuid.uuid4().hex
-    out["created"] = "2026-12-03T00:00:00Z"
+    later = check_created(rec["created"]) + dt.timedelta(hours=1)  # the newer run
+    out["created"] = later.strftime("%Y-%m-%dT%H:%M:%SZ")
     out["metrics"][phase]["mb_per_s"] *= factor
     return out
 
@@ -82,3 +87,65 @@ def test_report_plots_throughput_against_node_count(measured: dict[str, Any],
     assert "data:image/png;base64," in section
     assert 'data-points="12"' in section  # 6 throughput phases x 2 node counts
     assert "train-a" in section and "IOPS" in section
+
+
+def test_report_plots_a_block_size_sweep(tmp_path: Path) -> None:
+    """A real one-node sweep at 1M and 512k: one line per phase and block size against node
+    count, and MB/s against block size for the run."""
+    from toolkit.results.report import build_report
+
+    r = run_node(tmp_path / "t", tmp_path / "out", "--phases", "seq,ckpt",
+                 "--block-sizes", "1M,512k")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "out" / "record.json").read_text())
+    store = ResultStore(tmp_path / "results.db")
+    store.add(rec)
+    html = build_report(store)
+    section = html.split("<h2>Storage: shared file system throughput</h2>", 1)[1]
+    section = section.split("</section>", 1)[0]
+    # 4 phases x 2 block sizes at one node count
+    assert 'alt="storage throughput against node count, per phase and block size" ' \
+           'data-points="8"' in section
+    assert 'alt="storage throughput against block size, latest run" data-points="8"' in section
+
+
+def _pctk_compare(db: Path) -> tuple[int, dict[str, Any]]:
+    r = subprocess.run([str(Path(sys.executable).parent / "pctk"), "results", "compare",
+                        "--kind", "storage", "--json", "--db", str(db)],
+                       capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def later(rec: dict[str, Any], hours: int, factor: float = 1.0) -> dict[str, Any]:
+    out = slower(rec, "seq_read", factor)
+    when = check_created(rec["created"]) + dt.timedelta(hours=hours)
+    out["created"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    out["verdict"] = {"status": "PASS", "reasons": []}
+    return out
+
+
+def test_pctk_results_compare_flags_a_storage_drop(measured: dict[str, Any],
+                                                    tmp_path: Path) -> None:
+    """Against a manual baseline, and against the run's own history without one."""
+    manual = tmp_path / "manual.db"
+    with ResultStore(manual) as store:
+        store.set_baseline(store.add(measured))
+        store.add(slower(measured, "seq_read", 0.7))
+    code, out = _pctk_compare(manual)
+    assert code == 1 and out["regressed"] is True
+    [comp] = out["comparisons"]
+    assert [p["metric"] for p in comp["points"] if p["regression"]] == ["seq_read_mb_per_s"]
+
+    automatic = tmp_path / "automatic.db"
+    with ResultStore(automatic) as store:
+        for hours in (1, 2, 3):  # three passing runs at the measured figures
+            store.add(later(measured, hours))
+        store.add(later(measured, 4, 0.7))
+    code, out = _pctk_compare(automatic)
+    assert code == 1, out
+    [comp] = out["comparisons"]
+    assert comp["baseline_id"] == "automatic"
+    assert [p["metric"] for p in comp["points"] if p["regression"]] == ["seq_read_mb_per_s"]
+    assert {"seq_write_mb_per_s", "rand_read_iops", "ckpt_read_mb_per_s"} <= {
+        p["metric"] for p in comp["points"]}

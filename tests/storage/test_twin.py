@@ -78,6 +78,11 @@ def test_record_totals_are_the_sum_of_the_fio_reports(four_node_run) -> None:
     reports = [json.loads(p.read_text())["jobs"][0]["read"]
                for p in run_dir.glob("fio-*-rand_read.json")]
     assert m["rand_read"]["total_ios"] == sum(r["total_ios"] for r in reports) > 0
+    # latency percentiles over all 4 nodes' I/Os, from the histograms in fio's json+ reports
+    bins = sum(sum(r["clat_ns"]["bins"].values()) for r in reports)
+    assert m["rand_read"]["lat_merged_from"] == (
+        f"fio completion-latency histograms of 4 node(s), {bins} I/Os")
+    assert 0 < m["rand_read"]["lat_p50_us"] <= m["rand_read"]["lat_p99_us"]
     assert m["meta_create"]["total_files"] == 4 * SMALL["meta_files"]
     assert m["meta_remove"]["per_s"] > 0
     assert files_under(target) == [] and list(target.iterdir()) == []
@@ -154,12 +159,17 @@ def test_pctk_bench_storage_command(twin, tmp_path: Path) -> None:
     args = [pctk, "bench", "storage", "-N", "2", "-p", "cpu", "--config", str(config),
             "--jobs-per-node", "1", "--size-mib", "2", "--ckpt-mib", "1", "--rand-seconds",
             "1", "--meta-files", "20", "--run-dir", str(tmp_path / "run"), "--timeout", "180",
-            "--db", str(tmp_path / "results.db")]
+            "--db", str(tmp_path / "results.db"), "--block-sizes", "1M,512k"]
     r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=240)
     assert r.returncode == 1, r.stderr  # FAIL against 98 GB/s provisioned
     rec = json.loads(r.stdout)
     assert rec["params"]["target"] == str(target)  # the config's MountDir by default
     assert rec["verdict"]["status"] == "FAIL" and rec["cluster"]["nodes"] == 2
+    for phase in ("seq_read", "ckpt_write"):  # the sweep: each phase at both block sizes
+        assert rec["metrics"][phase]["block"] == "1M"
+        assert rec["metrics"][f"{phase}@512k"]["block"] == "512k"
+        assert (rec["metrics"][f"{phase}@512k"]["total_bytes"]
+                == rec["metrics"][phase]["total_bytes"] > 0)
     assert list(target.iterdir()) == []
     r = subprocess.run([pctk, "results", "list", "--db", str(tmp_path / "results.db"),
                         "--json"], capture_output=True, text=True, timeout=60)

@@ -7,6 +7,7 @@ the record, and this side adds the verdict against the cluster config.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -26,7 +27,11 @@ from toolkit.submit.jobspec import JobSpec, sbatch_options
 
 REPO = code_root()
 SBATCH_SCRIPT = sbatch_script("storage.sbatch")
-VERDICT_PHASES = ("seq_write", "seq_read")
+# Judged against the expectation: the sequential phases (file per process) and the
+# checkpoint pattern (every rank writes its shard at the same moment, then reads it back),
+# whose figures decide how long a checkpoint stalls training. The shared-file variant,
+# random reads and metadata get figures only: the config states no expectation for them.
+VERDICT_PHASES = ("seq_write", "seq_read", "ckpt_write", "ckpt_read")
 
 
 @dataclass
@@ -44,6 +49,7 @@ class StorageJob:
     time_limit: str | None = None
     share_timeout: float = 30.0
     direct: bool = True  # False: buffered I/O even where O_DIRECT works
+    block_sizes: str = "1M"  # throughput phases at each size, e.g. "1M,4M"
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def node_args(self) -> list[str]:
@@ -52,6 +58,7 @@ class StorageJob:
                 str(self.size_mib), "--ckpt-mib", str(self.ckpt_mib), "--rand-seconds",
                 str(self.rand_seconds), "--meta-files", str(self.meta_files), "--phases",
                 self.phases, "--share-timeout", str(self.share_timeout),
+                "--block-sizes", self.block_sizes,
                 *([] if self.direct else ["--no-direct"])]
 
     def sbatch_args(self) -> list[str]:
@@ -66,8 +73,14 @@ def validate(job: StorageJob) -> None:
                  "meta_files"):
         if getattr(job, name) < 1:
             raise PctkError(f"--{name.replace('_', '-')} must be at least 1")
-    from benchmarks.storage.node import PHASES
+    from benchmarks.storage.node import PHASES, block_size_problem, parse_block_sizes
 
+    try:
+        blocks = parse_block_sizes(job.block_sizes)
+    except argparse.ArgumentTypeError as exc:
+        raise PctkError(f"--block-sizes: {exc}", "e.g. --block-sizes 1M,4M") from None
+    if problem := block_size_problem(blocks, job.size_mib, job.ckpt_mib):
+        raise PctkError(problem, "pick block sizes that divide --size-mib and --ckpt-mib")
     if unknown := sorted(set(job.phases.split(",")) - set(PHASES) - {""}):
         raise PctkError(f"unknown phase(s) {', '.join(unknown)}", f"use {','.join(PHASES)}")
     if not job.target.startswith("/"):
@@ -95,7 +108,8 @@ def refusals(run_dir: Path) -> list[str]:
 
 def apply_verdict(rec: dict[str, Any], config: Any | None,
                   network_gbps: float | None) -> dict[str, Any]:
-    """Judge the record's sequential figures against the config (UNKNOWN without one)."""
+    """Judge the record's sequential and checkpoint figures against the config (UNKNOWN
+    without one)."""
     target, nodes = rec["params"]["target"], rec["params"]["nodes"]
     entry = expect.mount_for(config, target) if config is not None else None
     prov = expect.provisioned(entry) if entry else None

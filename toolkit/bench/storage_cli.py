@@ -61,21 +61,33 @@ def _cell(value: float | None, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, int | float) else "-"
 
 
+def throughput_phases(metrics: dict[str, Any]) -> list[str]:
+    """The throughput phases a record holds, each followed by its other block sizes."""
+    return [name for phase in THROUGHPUT_PHASES for name in metrics
+            if name == phase or name.startswith(phase + "@")]
+
+
 def table_rows(rec: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(phase, aggregate, slowest node, per-node range) for each measured phase."""
     m, rows = rec["metrics"], []
-    for phase in THROUGHPUT_PHASES:
+    for phase in throughput_phases(m):
         if phase in m:
             rates = [n["mb_per_s"] for n in m[phase]["per_node"].values()]
-            rows.append((phase, f"{_cell(m[phase]['mb_per_s'], ',.0f')} MB/s",
+            block = m[phase].get("block")
+            rows.append((f"{phase} ({block})" if block and "@" not in phase else phase,
+                         f"{_cell(m[phase]['mb_per_s'], ',.0f')} MB/s",
                          f"{m[phase]['slowest_node_s']:.2f} s",
                          f"{min(rates):,.0f}-{max(rates):,.0f} MB/s"))
     if "rand_read" in m:
         r = m["rand_read"]
         iops = [n["iops"] for n in r["per_node"].values()]
-        rows.append(("rand_read 4k", f"{_cell(r['iops'], ',.0f')} IOPS, p50 "
-                     f"{_cell(r['lat_p50_us_median_node'], '.0f')} us, p99 "
-                     f"{_cell(r['lat_p99_us_worst_node'], '.0f')} us",
+        if r.get("lat_p99_us") is not None:  # over all nodes' I/Os (merged histograms)
+            lat = (f"p50 {_cell(r['lat_p50_us'], '.0f')} us, p99 "
+                   f"{_cell(r['lat_p99_us'], '.0f')} us")
+        else:  # a record without histograms: say which per-node figures these are
+            lat = (f"median node's p50 {_cell(r['lat_p50_us_median_node'], '.0f')} us, "
+                   f"worst node's p99 {_cell(r['lat_p99_us_worst_node'], '.0f')} us")
+        rows.append(("rand_read 4k", f"{_cell(r['iops'], ',.0f')} IOPS, {lat}",
                      f"{r['slowest_node_s']:.2f} s", f"{min(iops):,.0f}-{max(iops):,.0f} IOPS"))
     for phase in ("meta_create", "meta_stat", "meta_remove"):
         if phase in m:
@@ -122,6 +134,10 @@ def storage_command(
     rand_seconds: int = typer.Option(10, help="Seconds of random 4 KiB reads."),
     meta_files: int = typer.Option(1000, help="Files per node, metadata phase."),
     phases: str = typer.Option("seq,rand,shared,ckpt,meta", help="Phases to run."),
+    block_sizes: str = typer.Option(
+        "1M", help="Block sizes of the sequential, shared-file and checkpoint phases, e.g. "
+                   "1M,4M: each phase runs at each size (the first gives the plain phase "
+                   "names, the others seq_read@4M...)."),
     direct: bool = typer.Option(True, "--direct/--no-direct",
                                 help="O_DIRECT where the mount allows it (probed)."),
     partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
@@ -150,7 +166,7 @@ def storage_command(
                      jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
                      rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
                      partition=partition, time_limit=time_limit, share_timeout=share_timeout,
-                     direct=direct)
+                     direct=direct, block_sizes=block_sizes)
     gbps = _network_gbps(instance_type)
     rec = _run_with_status(job, data, gbps, timeout, instance_type is None, quiet=as_json)
     stored = _store(job.run_dir / "record.json", db) if store else None

@@ -22,13 +22,16 @@ from itertools import islice
 from typing import Any
 
 from toolkit.results import compare as c
+from toolkit.results import metrics as m
 from toolkit.results.changepoint import robust_reference
 from toolkit.results.store import ResultStore, group_key
 from toolkit.results.trend import node_count, record_figures, run_order
 
-# What a manual baseline judges too (toolkit.results.compare); the storage series are
-# followed by `pctk results trend` but not judged.
-JUDGED_METRICS = ("busbw_GBps", "tokens_per_s_per_gpu", "mfu")
+# What a manual baseline judges too (toolkit.results.compare): busbw, training and the
+# storage benchmark's figures; the fsdp checkpoint GB/s are followed by `pctk results trend`
+# but not judged.
+JUDGED_METRICS = ("busbw_GBps", "tokens_per_s_per_gpu", "mfu",
+                  *(f"{phase}_{figure}" for phase, figure in m.STORAGE_FIGURES))
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,8 @@ def compare(
     db: Path | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Flag busbw, tokens/s, MFU drops and new health FAILs against the baseline (exit 1)."""
+    """Flag busbw, tokens/s, MFU, storage drops and new health FAILs against the baseline
+    (exit 1)."""
     limit = parse_threshold(threshold)
     with open_store(db) as store:
         comparisons = _comparisons(store, result_id, against, kind, cluster, instance_type,
@@ -419,13 +420,13 @@ def report_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Write one self-contained HTML report: busbw, training, health, cluster summary."""
-    from toolkit.results.report import write_report
+    from toolkit.results.report import render_report
 
     limit = parse_threshold(threshold)
     with open_store(db) as store:
-        path = write_report(store, out, cluster, instance_type, limit)
-        count = len(store.list(cluster=cluster, instance_type=instance_type))
+        report = render_report(store, cluster, instance_type, limit)
+    path = report.write(out)
     if as_json:
-        emit_json({"path": str(path), "results": count})
+        emit_json({"path": str(path), "results": report.results})
     else:
-        typer.echo(f"wrote {path} ({count} results)")
+        typer.echo(f"wrote {path} ({report.results} results)")

@@ -176,3 +176,25 @@ def storage_scaling(series: dict[str, list[tuple[int, float]]], title: str,
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return png_data_uri(fig)
+
+
+def storage_block_sizes(series: dict[str, list[tuple[float, float]]], title: str,
+                        expected_mb_s: float | None = None) -> str:
+    """Aggregate (stonewall) MB/s against block size (bytes, log scale) for one run, one
+    line per phase."""
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    for phase, points in sorted(series.items()):
+        ax.plot([b for b, _ in points], [v for _, v in points], marker="o", markersize=3,
+                label=phase)
+    if expected_mb_s:
+        ax.axhline(expected_mb_s, color=EXPECTED_COLOR, linewidth=1.5,
+                   label=f"expected {expected_mb_s:,.0f} MB/s")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: m.format_size(int(x))))
+    ax.set_xlabel("block size")
+    ax.set_ylabel("aggregate MB/s (stonewall)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return png_data_uri(fig)

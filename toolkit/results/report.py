@@ -10,7 +10,8 @@ import datetime as dt
 import html
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +94,38 @@ def _img(uri: str, alt: str, points: int) -> str:
     return f'<img src="{uri}" alt="{esc(alt)}" data-points="{points}">'
 
 
-def cluster_summary(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
+@dataclass
+class GroupSummary:
+    """What the cluster summary says of one (cluster, instance type), gathered record by
+    record from newest to oldest, so the report never holds every record at once."""
+
+    latest: dict[str, Any]
+    first_created: str = ""
+    runs: int = 0
+    twin_runs: int = 0
+    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    hosts: set[str] = field(default_factory=set)
+    software: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.runs += 1
+        self.twin_runs += on_twin(record)
+        self.first_created = record["created"]
+        self.kinds[record["kind"]] += 1
+        self.hosts.update(str(h) for h in (record.get("cluster") or {}).get("hosts") or [])
+        for name, value in (record.get("software") or {}).items():
+            # newest first, so each list starts with the current value
+            if value is not None and str(value) not in self.software[name]:
+                self.software[name].append(str(value))
+
+
+def cluster_summary(groups: dict[tuple[str, str], GroupSummary]) -> str:
     parts = []
-    for key, records in sorted(groups.items()):
-        latest = records[0]
+    for key, summary in sorted(groups.items()):
+        latest = summary.latest
         cluster = latest.get("cluster") or {}
-        kinds: dict[str, int] = defaultdict(int)
-        for record in records:
-            kinds[record["kind"]] += 1
-        hosts = sorted({h for r in records for h in (r.get("cluster") or {}).get("hosts") or []})
+        kinds = summary.kinds
+        hosts = sorted(summary.hosts)
         shown_hosts = ", ".join(hosts[:8]) + (f" … (+{len(hosts) - 8})" if len(hosts) > 8 else "")
         facts = [
             ("cluster", key[0] or "?"), ("instance type", key[1] or "?"),
@@ -109,24 +133,18 @@ def cluster_summary(groups: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
             ("partition", cluster.get("partition") or "?"),
             ("hosts seen", shown_hosts or "?"),
             ("results", ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))),
-            ("first / latest", f"{records[-1]['created']} / {latest['created']}"),
+            ("first / latest", f"{summary.first_created} / {latest['created']}"),
         ]
-        twin_runs = sum(on_twin(r) for r in records)
-        if twin_runs:
-            facts.append(("where", f"local twin for {twin_runs} of {len(records)} result(s): "
-                          "Slurm is real, nodes are emulated on one host, so figures are not "
-                          "hardware figures"))
-        seen: dict[str, list[str]] = defaultdict(list)
-        for record in records:  # newest first, so each list starts with the current value
-            for name, value in (record.get("software") or {}).items():
-                if value is not None and str(value) not in seen[name]:
-                    seen[name].append(str(value))
+        if summary.twin_runs:
+            facts.append(("where", f"local twin for {summary.twin_runs} of {summary.runs} "
+                          "result(s): Slurm is real, nodes are emulated on one host, so "
+                          "figures are not hardware figures"))
         software_rows = [
             [td(name), td(values[0]), td(", ".join(values[1:]) or "—")]
-            for name, values in sorted(seen.items())
+            for name, values in sorted(summary.software.items())
         ]
         parts.append(
-            f"<h3>{esc(group_label(key))}{twin_mark(records)}</h3>"
+            f"<h3>{esc(group_label(key))}{TWIN_BADGE if summary.twin_runs else ''}</h3>"
             + table(None, [[f"<th>{esc(k)}</th>", td(v)] for k, v in facts])
             + (table(["software", "latest", "also seen"], software_rows) if software_rows
                else '<p class="empty">no software versions recorded</p>')
@@ -215,19 +233,26 @@ def expected_busbw(record: dict[str, Any], collective: str,
                           WARN_BELOW, FAIL_BELOW)
 
 
-def training_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
-    tokens: plots.TimeSeries = defaultdict(list)
-    mfu: plots.TimeSeries = defaultdict(list)
-    for record in store.list(kind="fsdp"):
-        key = group_key(record)
-        if key not in groups:
-            continue
+@dataclass
+class TrainingSeries:
+    """Tokens/s per GPU and MFU of every fsdp run shown, per cluster / type."""
+
+    tokens: plots.TimeSeries = field(default_factory=lambda: defaultdict(list))
+    mfu: plots.TimeSeries = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, record: dict[str, Any]) -> None:
+        label = group_label(group_key(record))
         when = check_created(record["created"])
         scalars = m.training_scalars(record)
         if "tokens_per_s_per_gpu" in scalars:
-            tokens[group_label(key)].append((when, scalars["tokens_per_s_per_gpu"]))
+            self.tokens[label].append((when, scalars["tokens_per_s_per_gpu"]))
         if "mfu" in scalars:
-            mfu[group_label(key)].append((when, m.mfu_fraction(scalars["mfu"])))
+            self.mfu[label].append((when, m.mfu_fraction(scalars["mfu"])))
+
+
+def training_section(store: ResultStore, training: TrainingSeries,
+                     groups: set[tuple[str, str]]) -> str:
+    tokens, mfu = training.tokens, training.mfu
     if not tokens and not mfu:
         return '<p class="empty">no fsdp results</p>'
     baselines: dict[str, tuple[float | None, float | None]] = {}
@@ -348,31 +373,70 @@ STORAGE_PLOTTED = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared
                    "ckpt_write", "ckpt_read")
 
 
-def storage_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
-    """Per cluster and type: aggregate MB/s against node count (every stored storage run, the
-    newest figure per node count and phase), and the latest run's headline."""
+def storage_throughputs(record: dict[str, Any]) -> list[tuple[str, str | None, float]]:
+    """(phase, block size, aggregate MB/s) of each throughput phase of a storage record,
+    block-size sweeps included (``seq_read@4M``); the block size is None where unknown."""
+    metrics = record.get("metrics") or {}
+    default_block = (record.get("params") or {}).get("block_seq")
+    out = []
+    for name, section in metrics.items():
+        phase, _, suffix = name.partition("@")
+        if phase not in STORAGE_PLOTTED or not isinstance(section, dict):
+            continue
+        value = section.get("mb_per_s")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            continue
+        block = section.get("block") or suffix or default_block
+        out.append((phase, block if isinstance(block, str) else None, float(value)))
+    return out
+
+
+def _block_bytes(block: str) -> float | None:
+    match = re.match(r"^(\d+)([kKmMgG])$", block)
+    if not match:
+        return None
+    return int(match[1]) * 1024 ** " kmg".index(match[2].lower())
+
+
+def storage_section(records: list[dict[str, Any]], groups: set[tuple[str, str]]) -> str:
+    """Per cluster and type: aggregate MB/s against node count, one line per phase and block
+    size (every storage run shown, the newest figure per node count), and, where the latest
+    run swept block sizes, MB/s against block size; the latest run's headline.
+    ``records``: what the report shows, newest first."""
     scaling: dict[tuple[str, str], dict[str, dict[int, float]]] = defaultdict(dict)
-    for record in reversed(store.list(kind="storage")):  # oldest first: newest wins
+    storage = [record for record in records if record["kind"] == "storage"]
+    for record in reversed(storage):  # oldest first: newest wins
         key, nodes = group_key(record), record.get("params", {}).get("nodes")
         if key not in groups or not isinstance(nodes, int):
             continue
-        scalars = m.storage_scalars(record)
-        for phase in STORAGE_PLOTTED:
-            if (value := scalars.get(f"{phase}_mb_per_s")) is not None:
-                scaling[key].setdefault(phase, {})[nodes] = value
+        for phase, block, value in storage_throughputs(record):
+            label = f"{phase} {block}" if block else phase
+            scaling[key].setdefault(label, {})[nodes] = value
     if not scaling:
         return '<p class="empty">no storage results</p>'
     images, rows = [], []
-    for record in store.latest("storage"):
+    for record in latest_of_each(storage):
         key = group_key(record)
         if key not in scaling:
             continue
-        series = {phase: sorted(points.items()) for phase, points in scaling[key].items()}
+        series = {label: sorted(points.items()) for label, points in scaling[key].items()}
         expected = record.get("metrics", {}).get("expected_mb_per_s")
+        expected = expected if isinstance(expected, int | float) else None
         title = f"{group_label(key)}: {record.get('params', {}).get('target', '?')}"
-        images.append(_img(plots.storage_scaling(series, title, expected if isinstance(
-            expected, int | float) else None), "storage throughput against node count",
-            sum(map(len, series.values()))))
+        images.append(_img(plots.storage_scaling(series, title, expected),
+                           "storage throughput against node count, per phase and block size",
+                           sum(map(len, series.values()))))
+        by_block: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for phase, block, value in storage_throughputs(record):
+            if block and (size := _block_bytes(block)):
+                by_block[phase].append((size, value))
+        if any(len(points) > 1 for points in by_block.values()):
+            nodes = record.get("params", {}).get("nodes")
+            images.append(_img(plots.storage_block_sizes(
+                {phase: sorted(points) for phase, points in by_block.items()},
+                f"{title}, {nodes} node(s), {record['created']}", expected),
+                "storage throughput against block size, latest run",
+                sum(map(len, by_block.values()))))
         rows.append([f"<td>{esc(group_label(key))}{twin_mark([record])}</td>",
                      td(record["created"]), td(m.headline(record)),
                      td(_status(record), _status(record))])
@@ -380,7 +444,7 @@ def storage_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
             + table(["cluster / type", "latest run", "figures", "verdict"], rows))
 
 
-def latest_of_each(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_of_each(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest record of each kind and (cluster, instance type), from records listed
     newest first (what ``store.latest`` gives, without reading the store again)."""
     seen: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -390,43 +454,78 @@ def latest_of_each(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [seen[key] for key in sorted(seen, key=lambda k: (VERDICT_KINDS.index(k[0]), k))]
 
 
+@dataclass(frozen=True)
+class Report:
+    html: str
+    results: int  # records shown
+
+    def write(self, out: Path) -> Path:
+        return atomic_write_text(out, self.html, mode=0o644)
+
+
 def build_report(store: ResultStore, cluster: str | None = None,
                  instance_type: str | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> str:
-    records = store.list(cluster=cluster, instance_type=instance_type)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        groups[group_key(record)].append(record)
-    keys = set(groups)
+    return render_report(store, cluster, instance_type, threshold).html
+
+
+def render_report(store: ResultStore, cluster: str | None = None,
+                  instance_type: str | None = None,
+                  threshold: float = DEFAULT_THRESHOLD) -> Report:
+    """The report. The records shown are read once, one at a time, each feeding the
+    summaries, the trend series and the latest-run lists (10,000 records held at once take
+    about 550 MB); then the latest runs, their baselines and the few earlier runs each is
+    judged against are read again."""
+    from toolkit.results.trend import build_series
     from toolkit.results.trendreport import trends_section
 
-    latest = latest_of_each(records)
+    groups: dict[tuple[str, str], GroupSummary] = {}
+    newest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    training = TrainingSeries()
+    storage: list[dict[str, Any]] = []  # few and small: the scaling plot wants them all
+
+    def gather(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for record in records:  # newest first
+            key = group_key(record)
+            if key not in groups:
+                groups[key] = GroupSummary(record)
+            groups[key].add(record)
+            newest.setdefault((record["kind"], *key), record)
+            if record["kind"] == "fsdp":
+                training.add(record)
+            elif record["kind"] == "storage":
+                storage.append(record)
+            yield record
+
+    series = build_series(gather(store.each(cluster=cluster, instance_type=instance_type)))
+    count = sum(group.runs for group in groups.values())
+    keys = set(groups)
+    latest = latest_of_each(newest.values())
     judged = [judge(store, record, threshold) for record in latest]
     comparisons = [c for c in judged if c.basis == "manual baseline" or c.points]
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     sections = [
         ("Cluster summary", cluster_summary(groups)),
         ("Regressions against baselines", regressions_section(comparisons)),
-        ("Trends over time", trends_section(records)),
+        ("Trends over time", trends_section(series, store.get)),
         ("Interconnect: bus bandwidth by message size", interconnect_section(store, keys)),
-        ("Training: throughput and MFU", training_section(store, keys)),
-        ("Storage: shared file system throughput", storage_section(store, keys)),
+        ("Training: throughput and MFU", training_section(store, training, keys)),
+        ("Storage: shared file system throughput", storage_section(storage, keys)),
         ("Node health", health_section(store, keys)),
     ]
     body = "".join(f"<section><h2>{esc(t)}</h2>{content}</section>" for t, content in sections)
-    return (
+    return Report(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>pctk report</title><style>{STYLE}</style></head><body>"
         f"<h1>pctk report</h1><p class=\"meta\">generated {esc(generated)} from "
-        f"{esc(store.path)} — {len(records)} result(s)</p>"
-        f"{verdict_banner(latest, comparisons)}{body}</body></html>\n"
-    )
+        f"{esc(store.path)} — {count} result(s)</p>"
+        f"{verdict_banner(latest, comparisons)}{body}</body></html>\n",
+        count)
 
 
 def write_report(store: ResultStore, out: Path, cluster: str | None = None,
                  instance_type: str | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> Path:
-    return atomic_write_text(out, build_report(store, cluster, instance_type, threshold),
-                             mode=0o644)
+    return render_report(store, cluster, instance_type, threshold).write(out)

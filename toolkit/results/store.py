@@ -416,6 +416,18 @@ class ResultStore:
         limit: int | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Records, newest first, filtered on whatever is given."""
+        return builtins.list(self.each(kind, cluster, instance_type, since, limit))
+
+    def each(
+        self,
+        kind: str | None = None,
+        cluster: str | None = None,
+        instance_type: str | None = None,
+        since: str | dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """What :meth:`list` returns, one record at a time: a reader that summarises a long
+        history holds one record, not all of them."""
         where: builtins.list[str] = []
         args: builtins.list[Any] = []
         for column, value in (("kind", kind), ("cluster", cluster),
@@ -433,8 +445,9 @@ class ResultStore:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
-        rows = self._conn.execute(sql, args).fetchall()
-        return [rec for r in rows if (rec := self._decode(r["id"], r["record"])) is not None]
+        for row in self._conn.execute(sql, args):
+            if (record := self._decode(row["id"], row["record"])) is not None:
+                yield record
 
     def latest(self, kind: str) -> builtins.list[dict[str, Any]]:
         """The newest record of ``kind`` for each (cluster, instance type)."""

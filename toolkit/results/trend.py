@@ -8,6 +8,7 @@ The figures are the ones the verdicts and comparisons judge, read with
   ``maxbytes`` starts a new series instead of mixing figures. EMULATED blocks are left out.
 - fsdp: tokens/s per GPU and MFU (as a fraction); storage throughput as the checkpoint
   save / load GB/s where the run wrote or read checkpoints.
+- storage (``pctk bench storage``): each phase's aggregate figure (MB/s, IOPS, files/s).
 - health: the number of FAIL cells (node x check) in the run.
 
 Each point keeps the record's software versions, node list and instance type, so a change
@@ -115,6 +116,8 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
             if key in scalars:
                 out.append((key, "", scalars[key]))
         return out
+    if kind == "storage":
+        return [(key, "", value) for key, value in m.storage_scalars(record).items()]
     if kind == "health":
         matrix = m.health_matrix(record)
         if not matrix:

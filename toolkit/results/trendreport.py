@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from toolkit.results import metrics as m
 from toolkit.results import report as r
 from toolkit.results.changepoint import ChangePoint, CusumParams, change_points
-from toolkit.results.trend import Series, build_series
+from toolkit.results.trend import Series
 from toolkit.results.trendplots import trend_chart
 
 DEFAULT_PARAMS = CusumParams()
 MAX_PLOTS = 48  # beyond this the series are listed, not drawn (each plot is ~30 KB)
 
 
-def _expected(series: Series, by_id: dict[str, dict[str, Any]]) -> Any:
+def _expected(series: Series, record_of: Callable[[str], dict[str, Any]]) -> Any:
     if series.key.metric != "busbw_GBps":
         return None
-    latest = by_id[series.points[-1].result_id]
+    latest = record_of(series.points[-1].result_id)
     collective = series.key.where.split(" @ ")[0]
     points = m.busbw_curves(latest, comparable_only=True).get(collective) or []
     return r.expected_busbw(latest, collective, points) if points else None
@@ -35,9 +36,11 @@ def _change_rows(series: Series, found: list[ChangePoint]) -> list[list[str]]:
     return rows
 
 
-def trends_section(records: list[dict[str, Any]], params: CusumParams = DEFAULT_PARAMS) -> str:
-    by_id = {rec["id"]: rec for rec in records}
-    series = [s for s in build_series(records) if len(s.points) >= 2]
+def trends_section(all_series: list[Series], record_of: Callable[[str], dict[str, Any]],
+                   params: CusumParams = DEFAULT_PARAMS) -> str:
+    """``record_of``: the record of a result id (the latest run of a busbw series, for its
+    catalog band)."""
+    series = [s for s in all_series if len(s.points) >= 2]
     if not series:
         return '<p class="empty">fewer than two runs of any series: no trends yet</p>'
     images, rows = [], []
@@ -46,7 +49,7 @@ def trends_section(records: list[dict[str, Any]], params: CusumParams = DEFAULT_
         rows += _change_rows(item, found)
         if index < MAX_PLOTS:
             alt = f"{item.key.label()} over {len(item.points)} runs, {len(found)} change point(s)"
-            uri = trend_chart(item, _expected(item, by_id), found)
+            uri = trend_chart(item, _expected(item, record_of), found)
             images.append(f'<img src="{uri}" alt="{r.esc(alt)}" '
                           f'data-points="{len(item.points)}">')
     note = (f'<p class="meta">{len(series) - MAX_PLOTS} more series not drawn; see '
