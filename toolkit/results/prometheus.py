@@ -127,6 +127,9 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
 
 def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dict[str, str],
                       family: Any) -> None:
+    nodes = (record.get("cluster") or {}).get("nodes")
+    if isinstance(nodes, int) and record.get("kind") in ("nccl-tests", "collectives"):
+        labels = {**labels, "nodes": str(nodes)}  # busbw depends on the node count
     for name, points in m.busbw_curves(record, comparable_only=True).items():
         for point in points:
             family("pctk_busbw_bytes_per_second",

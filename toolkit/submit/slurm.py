@@ -101,3 +101,52 @@ def wait_job(job_id: str, *, timeout: float | None, poll: float = 2.0,
             raise PctkError(f"job {job_id} still {last or 'unknown'} after {timeout:g} s",
                             f"it keeps running; wait longer (--timeout) or `squeue -j {job_id}`")
         time.sleep(poll)
+
+
+# ---------------------------------------------------------------- read-only queries for metrics
+# toolkit.observe reads the whole cluster once per scrape: one sinfo, one squeue, one sacct.
+# Fields are '|'-separated (no Slurm name or reason we parse contains one).
+
+OBSERVE_SINFO_FIELDS = "NodeList:|,Partition:|,StateComplete:|,Reason:|,Features:|,Gres:|,CPUs:|"
+OBSERVE_SQUEUE_FORMAT = "%i|%T|%P|%r|%u|%a|%V"
+OBSERVE_SACCT_FIELDS = "JobID,User,Account,Partition,ElapsedRaw,AllocTRES,State,NNodes,NodeList"
+# states a job can end in (sacct -s): with -S/-E, jobs that ended inside the window
+OBSERVE_ENDED_STATES = "CD,F,CA,TO,NF,OOM,PR,BF,DL"
+
+
+def _query(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise PctkError(f"{argv[0]} not found", "run on the head node, or start the twin "
+                        "(`pctk local up`) and `eval \"$(pctk local env)\"`") from None
+    except subprocess.TimeoutExpired:
+        raise PctkError(f"{argv[0]} did not answer within {timeout:g} s",
+                        "is slurmctld up? (scontrol ping)") from None
+
+
+def sinfo_node_rows(timeout: float = 30) -> str:
+    """``sinfo -N`` with OBSERVE_SINFO_FIELDS: one line per node and partition."""
+    r = _query(["sinfo", "-N", "-h", "-O", OBSERVE_SINFO_FIELDS], timeout)
+    if r.returncode != 0:
+        raise PctkError(f"sinfo failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+    return r.stdout
+
+
+def squeue_job_rows(timeout: float = 30) -> str:
+    """Every job slurmctld holds (all users and partitions), OBSERVE_SQUEUE_FORMAT."""
+    r = _query(["squeue", "-h", "-a", "-o", OBSERVE_SQUEUE_FORMAT], timeout)
+    if r.returncode != 0:
+        raise PctkError(f"squeue failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+    return r.stdout
+
+
+def sacct_ended_jobs(start: str, end: str = "now",
+                     timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Allocations (no steps) of all users that ended between ``start`` and ``end``.
+
+    Returned as is: a non-zero exit means no accounting here (or slurmdbd down), which the
+    caller reports rather than raises.
+    """
+    return _query(["sacct", "-a", "-X", "-n", "-P", "-S", start, "-E", end,
+                   "-s", OBSERVE_ENDED_STATES, "-o", OBSERVE_SACCT_FIELDS], timeout)
