@@ -164,12 +164,16 @@ def up(
 
 
 @app.command()
-def down(state_dir: Path = StateDir, cluster: str = ClusterOpt) -> None:
+def down(state_dir: Path = StateDir, cluster: str = ClusterOpt,
+         json_out: bool = JsonOut) -> None:
     """Stop the twin's observability daemons (the twin keeps running)."""
     from toolkit.observe import stack
 
     stopped = stack.stop(_twin(state_dir, cluster).state_dir)
-    print(f"stopped {', '.join(stopped)}" if stopped else "observability was not running")
+    if json_out:
+        print(json.dumps({"stopped": stopped}))
+    else:
+        print(f"stopped {', '.join(stopped)}" if stopped else "observability was not running")
 
 
 @app.command()
