@@ -29,6 +29,7 @@ import pytest
 
 from tests.results import records
 from tests.storage.test_node import run_node
+from toolkit import catalog
 from toolkit.local import procs
 from toolkit.local.twin import make_placeholder_device
 from toolkit.observe.dashboard import dashboard_json, panel_queries
@@ -135,6 +136,11 @@ def test_prometheus_sees_pctk_metrics_alerts_and_dashboard(observed: Any) -> Non
     with ResultStore(base / "home" / "results.db") as store:
         store.add(records.fsdp_record(mfu=0.31))
         store.add(storage)
+    # a GPU job of known length (a quick health job may end within its first second)
+    gpu_job = subprocess.run(["sbatch", "--parsable", "-p", "gpu", "-N1", "--gpus-per-node=8",
+                              "--wrap", "sleep 2"], capture_output=True, text=True, env=env,
+                             check=True).stdout.strip()
+    _wait_ended(env, gpu_job)
     # four nodes while one is drained: a job pending on capacity
     job = subprocess.run(["sbatch", "--parsable", "-p", "gpu", "-N4", "--wrap", "true"],
                          capture_output=True, text=True, env=env, check=True).stdout.strip()
@@ -156,6 +162,18 @@ def test_prometheus_sees_pctk_metrics_alerts_and_dashboard(observed: Any) -> Non
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{prom}/-/ready", timeout=5)
     assert "Prometheus" not in _pctk(env, "local", "status").stdout
+
+
+def _wait_ended(env: dict[str, str], job: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"],
+                           capture_output=True, text=True, env=env)
+        if r.stdout.strip().startswith(("COMPLETED", "FAILED", "CANCELLED")):
+            assert r.stdout.strip().startswith("COMPLETED"), r.stdout
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job} did not end within {timeout} s")
 
 
 def _storage_record(base: Path) -> dict[str, Any]:
@@ -197,11 +215,12 @@ def _check_metrics(prom: str, collectives: dict[str, Any], storage: dict[str, An
     assert _value(seq_read[0]) == pytest.approx(
         storage["metrics"]["seq_read"]["mb_per_s"] * 1e6)
 
-    # Slurm side: the health job's GPU hours and list-price cost
+    # Slurm side: GPU hours and list-price cost (the 8-GPU job ran 2 s at least)
     gpu_hours = _wait_series(prom, 'sum(pctk_slurm_gpu_hours{partition="gpu"})')
-    assert gpu_hours and _value(gpu_hours[0]) > 0
+    assert gpu_hours and _value(gpu_hours[0]) >= 8 * 2 / 3600
     cost = _wait_series(prom, 'pctk_slurm_cost_dollars{partition="gpu"}')
-    assert cost and cost[0]["metric"]["price"] == "on_demand_list" and _value(cost[0]) > 0
+    assert cost and cost[0]["metric"]["price"] == "on_demand_list"
+    assert _value(cost[0]) >= 2 / 3600 * (catalog.get("p5.48xlarge").price_usd_per_hour or 0) > 0
     pending = _wait_series(prom, 'pctk_slurm_jobs_pending{partition="gpu",'
                                  'reason_class="capacity"}', timeout=60)
     assert pending and _value(pending[0]) >= 1

@@ -238,7 +238,7 @@ def usage_families(text: str, nodes: dict[str, Node], window: str) -> list[Famil
         states[(partition, state.split()[0] if state else "UNKNOWN")] += 1
         hours = int(elapsed) / 3600 if elapsed.isdigit() else 0.0
         n_nodes = int(nnodes) if nnodes.isdigit() else 0
-        if hours <= 0 or n_nodes <= 0:
+        if n_nodes <= 0:  # never ran (cancelled while pending): no hours, no cost
             continue
         key = (user, account, partition)
         gpus, cpus = _tres(alloc, "gres/gpu"), _tres(alloc, "cpu")
