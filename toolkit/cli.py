@@ -67,6 +67,9 @@ COMMANDS = (
                 "Node health: GPUs, EFA, storage, munge, clock; drain and resume."),
     LazyCommand("results", "toolkit.results.cli:app",
                 "Stored benchmark and health results: list, compare, export."),
+    LazyCommand("observe", "toolkit.observe.cli:app",
+                "Observability: Slurm and cost metrics for Prometheus, the twin's own Prometheus "
+                "and node_exporter, alert rules and a Grafana dashboard."),
     LazyCommand("report", "toolkit.results.cli:report_command",
                 "Write one self-contained HTML report: busbw, training, health, cluster summary."),
     LazyCommand("demo", "toolkit.demo:demo_command",

@@ -1,6 +1,6 @@
 """A strict reader of the Prometheus text exposition format (0.0.4), enough for tests.
 
-prometheus_client is not a dependency, so this checks what node_exporter's textfile
+An independent check (not prometheus_client itself) of what node_exporter's textfile
 collector needs: valid metric and label names, HELP/TYPE before a family's samples and at
 most once, escaped label values, float values, no duplicate series, a final newline.
 """

@@ -60,6 +60,11 @@ def _status_table(st: TwinStatus, console: Console) -> None:
         console.print(f"[yellow]{note}[/]")
     for m in st.mounts:
         console.print(f"{m['path']}: {m['note']}")
+    from toolkit.observe import stack
+
+    if (obs := stack.status(st.state_dir)) is not None:
+        console.print(f"Prometheus: {obs['prometheus_url']} "
+                      f"({'up' if obs['running'] else '[red]down[/]'}; `pctk observe status`)")
 
 
 @app.command()
@@ -80,6 +85,9 @@ def up(
         False, "--no-accounting",
         help="Skip MariaDB and slurmdbd (sacct then fails, as on a cluster without a Database).",
     ),
+    observe: bool = typer.Option(
+        False, "--observe", help="Also start Prometheus, node_exporter and the Slurm collector "
+        "(as `pctk observe up`); they stop with the twin."),
     state_dir: Path = StateDir,
     json_out: bool = JsonOut,
 ) -> None:
@@ -103,9 +111,16 @@ def up(
 
         st = clusters.up(chosen, state_dir, nodes=nodes, accounting=not no_accounting,
                          progress=progress)
+        obs = None
+        if observe:
+            from toolkit.local.twin import Twin
+            from toolkit.observe.cli import start_for_twin
+
+            obs = start_for_twin(Twin(st.state_dir), progress=progress)
     took = time.monotonic() - t0
     if json_out:
-        print(json.dumps({**st.to_json(), "seconds": round(took, 2)}, indent=2))
+        print(json.dumps({**st.to_json(), "seconds": round(took, 2),
+                          **({"observe": obs} if obs else {})}, indent=2))
         return
     out = Console()
     _status_table(st, out)
@@ -147,7 +162,9 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
     """
     st = clusters.select(state_dir, cluster).status()
     if json_out:
-        print(json.dumps(st.to_json(), indent=2))
+        from toolkit.observe import stack
+
+        print(json.dumps({**st.to_json(), "observe": stack.status(st.state_dir)}, indent=2))
     else:
         _status_table(st, Console())
     if st.state != "running":

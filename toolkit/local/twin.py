@@ -611,6 +611,9 @@ class Twin:
             state = self._load_state()
             ps = self._procs(state)
             running = [p for p in ps if procs.is_running(p)]
+            from toolkit.observe import stack  # Prometheus & co. started for this twin
+
+            running_obs = stack.stop(self.state_dir, progress)
             ctld = [p for p in running if p.name == "slurmctld"]
             if ctld and state is not None:
                 self._record_drains(state, running)
@@ -639,7 +642,7 @@ class Twin:
                     progress(f"removed the stand-in {path}")
             mariadb.purge(mariadb.layout(self.state_dir))
             self._remove_state_folder()
-        return [p.name for p in running]
+        return [*running_obs, *(p.name for p in running)]
 
     def _remove_state_folder(self) -> None:
         """Delete this twin's state; other clusters' twins kept inside (an old root) stay."""

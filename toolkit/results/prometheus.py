@@ -1,21 +1,24 @@
 """Prometheus textfile-collector output: the latest result of each kind as gauges.
 
-node_exporter's textfile collector reads ``*.prom`` files in one folder; a file is written
-to a temporary name in that same folder and renamed, so a scrape never reads half of it
-(the temporary name starts with a dot and ends in ``.tmp``, which the collector ignores).
+The exposition is written by ``prometheus_client``: each family becomes a ``Gauge`` in a
+private ``CollectorRegistry`` (never the process-wide default one, so a long-running exporter
+and this writer do not mix) and ``write_to_textfile`` writes it to a temporary name in the
+same folder and renames it, so node_exporter's textfile collector never reads half a file
+(it only reads names ending in ``.prom``; the temporary name ends in ``.prom.<pid>.<thread>``).
 Units follow Prometheus conventions: base units (bytes, seconds, FLOP/s), ratios 0..1.
 Status codes are Nagios style: 0 OK/PASS, 1 WARN, 2 FAIL, 3 UNKNOWN/SKIP.
 """
 
 from __future__ import annotations
 
-import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
+
 from benchmarks.record import check_created
-from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results.baseline import judge
 from toolkit.results.store import ResultStore, group_key
@@ -55,6 +58,8 @@ TRAINING_FAMILIES = {
 
 @dataclass
 class Family:
+    """One gauge family before it goes into a registry: name, help, (labels, value) samples."""
+
     name: str
     help: str
     samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
@@ -63,29 +68,27 @@ class Family:
         self.samples.append((labels, value))
 
 
-def escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def registry_of(families: list[Family]) -> CollectorRegistry:
+    """A private registry with one ``Gauge`` per family that has samples.
 
-
-def format_value(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))
-
-
-def render(families: list[Family]) -> str:
-    lines: list[str] = []
+    A family's label names are the union over its samples (a sample without one of them
+    gets an empty value, which Prometheus treats as the label being absent).
+    """
+    registry = CollectorRegistry(auto_describe=True)
     for family in sorted(families, key=lambda f: f.name):
         if not family.samples:
             continue
-        lines.append(f"# HELP {family.name} {family.help.replace(chr(92), chr(92) * 2)}")
-        lines.append(f"# TYPE {family.name} gauge")
+        names = sorted({k for labels, _ in family.samples for k in labels})
+        gauge = Gauge(family.name, family.help, names, registry=registry)
         for labels, value in sorted(family.samples, key=lambda s: sorted(s[0].items())):
-            body = ",".join(f'{k}="{escape_label(v)}"' for k, v in sorted(labels.items()))
-            lines.append(f"{family.name}{{{body}}} {format_value(value)}")
-    return "\n".join(lines) + "\n" if lines else ""
+            (gauge.labels(**{k: labels.get(k, "") for k in names}) if names
+             else gauge).set(value)
+    return registry
+
+
+def render(families: list[Family]) -> str:
+    """The text exposition format (0.0.4) of the families, as node_exporter reads it."""
+    return generate_latest(registry_of(families)).decode()
 
 
 def _group_labels(record: dict[str, Any]) -> dict[str, str]:
@@ -124,6 +127,9 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
 
 def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dict[str, str],
                       family: Any) -> None:
+    nodes = (record.get("cluster") or {}).get("nodes")
+    if isinstance(nodes, int) and record.get("kind") in ("nccl-tests", "collectives"):
+        labels = {**labels, "nodes": str(nodes)}  # busbw depends on the node count
     for name, points in m.busbw_curves(record, comparable_only=True).items():
         for point in points:
             family("pctk_busbw_bytes_per_second",
@@ -146,6 +152,11 @@ def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dic
         if (figure_value := storage.get(f"{phase}_{figure}")) is not None:
             name, help_text, factor = STORAGE_FAMILIES[figure]
             family(name, help_text).add({**group, "phase": phase}, figure_value * factor)
+    expected = (record.get("metrics") or {}).get("expected_mb_per_s")
+    if record.get("kind") == "storage" and isinstance(expected, int | float):
+        family("pctk_storage_expected_bytes_per_second",
+               "Throughput the shared file system should give: the lower of its provisioned "
+               "throughput and the clients' network ceiling.").add(group, expected * 1e6)
     for node, checks in m.health_matrix(record).items():
         for check, cell in checks.items():
             family("pctk_health_check_status",
@@ -154,8 +165,10 @@ def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dic
 
 
 def write_textfile(store: ResultStore, out: Path, threshold: float) -> tuple[Path, int]:
-    """Write the exposition file atomically; returns the path and the number of samples."""
+    """Write the exposition file atomically (mode 0644); returns the path and the number of
+    samples."""
     families = collect(store, threshold)
-    text = render(families)
-    atomic_write_text(out, text, mode=0o644)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(out), registry_of(families))
+    os.chmod(out, 0o644)  # node_exporter often runs as its own user
     return out, sum(len(f.samples) for f in families)

@@ -396,9 +396,9 @@ def partition_fields(partition: str) -> dict[str, str] | None:
     return dict(tok.split("=", 1) for tok in r.stdout.split() if "=" in tok)
 
 
-def sinfo_nodes(fields: str) -> str:
+def sinfo_nodes(fields: str, timeout: float = 30) -> str:
     """``sinfo -N -h -O FIELDS``: one line per node and partition."""
-    r = run(["sinfo", "-N", "-h", "-O", fields], timeout=30)
+    r = run(["sinfo", "-N", "-h", "-O", fields], timeout=timeout)
     if r.returncode != 0:
         raise PctkError(f"sinfo failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
     return r.stdout
@@ -432,3 +432,38 @@ def create_reservation(name: str, nodes: list[str], minutes: int) -> None:
 
 def delete_reservation(name: str) -> None:
     ask(["scontrol", "delete", f"ReservationName={name}"], timeout=30)
+
+
+# ---------------------------------------------------------------- read-only queries for metrics
+# toolkit.observe reads the whole cluster once per scrape: one sinfo, one squeue, one sacct.
+# Fields are '|'-separated (no Slurm name or reason we parse contains one).
+
+OBSERVE_SINFO_FIELDS = "NodeList:|,Partition:|,StateComplete:|,Reason:|,Features:|,Gres:|,CPUs:|"
+OBSERVE_SQUEUE_FORMAT = "%i|%T|%P|%r|%u|%a|%V"
+OBSERVE_SACCT_FIELDS = "JobID,User,Account,Partition,ElapsedRaw,AllocTRES,State,NNodes,NodeList"
+# states a job can end in (sacct -s): with -S/-E, jobs that ended inside the window
+OBSERVE_ENDED_STATES = "CD,F,CA,TO,NF,OOM,PR,BF,DL"
+
+
+def sinfo_node_rows(timeout: float = 30) -> str:
+    """``sinfo -N`` with OBSERVE_SINFO_FIELDS: one line per node and partition."""
+    return sinfo_nodes(OBSERVE_SINFO_FIELDS, timeout=timeout)
+
+
+def squeue_job_rows(timeout: float = 30) -> str:
+    """Every job slurmctld holds (all users and partitions), OBSERVE_SQUEUE_FORMAT."""
+    r = run(["squeue", "-h", "-a", "-o", OBSERVE_SQUEUE_FORMAT], timeout=timeout)
+    if r.returncode != 0:
+        raise PctkError(f"squeue failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+    return r.stdout
+
+
+def sacct_ended_jobs(start: str, end: str = "now",
+                     timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Allocations (no steps) of all users that ended between ``start`` and ``end``.
+
+    Returned as is: a non-zero exit means no accounting here (or slurmdbd down), which the
+    caller reports rather than raises.
+    """
+    return run(["sacct", "-a", "-X", "-n", "-P", "-S", start, "-E", end,
+                "-s", OBSERVE_ENDED_STATES, "-o", OBSERVE_SACCT_FIELDS], timeout=timeout)

@@ -1,0 +1,1 @@
+"""Observability: Slurm and cost metrics, the twin's Prometheus, alert rules, dashboard."""
