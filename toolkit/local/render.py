@@ -9,7 +9,7 @@ nodes and partitions keep ParallelCluster's names, GRES and features.
 from __future__ import annotations
 
 from toolkit.local import pcslurm
-from toolkit.local.plan import TwinPlan
+from toolkit.local.plan import TwinNode, TwinPlan
 
 
 def render_slurm_conf(plan: TwinPlan) -> str:
@@ -61,7 +61,7 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         ]
         if n.gres:
             parts.append(f"Gres={n.gres}")
-        parts += [f"Feature={','.join(n.features)}", "State=UNKNOWN"]
+        parts += [f"Feature={','.join(n.features)}", f"State={node_state(n)}"]
         lines.append(" ".join(parts))
     lines.append("")
     lines.append("# Partitions: one per ParallelCluster queue, the first is the default")
@@ -112,10 +112,45 @@ def parallelcluster_settings(plan: TwinPlan) -> list[str]:
         # slurm_parallelcluster.conf: from the config's SlurmSettings
         f"SelectTypeParameters={select}",
     ]
+    lines += power_saving_settings(plan)
     # an update-time setting: the twin restarts on a changed config instead (README)
     lines.append(f"# QueueUpdateStrategy={ss.queue_update_strategy} (not applied: `pctk local up` "
                  "of a changed config cancels jobs and restarts the twin)")
     return lines
+
+
+# ---------------------------------------------------------------- power saving
+def power_saving_settings(plan: TwinPlan) -> list[str]:
+    """ParallelCluster's power saving: dynamic nodes power up on demand through the twin's
+    ResumeProgram and down after ScaledownIdletime; static nodes never (SuspendExcNodes)."""
+    ss, power = plan.slurm, plan.state_dir / "bin"
+    lines = [
+        f"SuspendTime={ss.suspend_time}",
+        f"ResumeTimeout={ss.resume_timeout}",
+        f"SuspendProgram={power}/pctk-suspend",
+        f"ResumeProgram={power}/pctk-resume",
+        f"ResumeFailProgram={power}/pctk-suspend",
+    ]
+    exc = static_node_ranges(plan)
+    if exc:
+        lines.append(f"SuspendExcNodes={','.join(exc)}")
+    return lines
+
+
+def static_node_ranges(plan: TwinPlan) -> list[str]:
+    """``<q>-st-<cr>-[1-N]`` per compute resource with static nodes, as ParallelCluster."""
+    counts: dict[tuple[str, str], int] = {}
+    for n in plan.nodes:
+        if n.static:
+            key = (n.partition, n.compute_resource)
+            counts[key] = counts.get(key, 0) + 1
+    return [f"{q}-st-{cr}-[1-{k}]" if k > 1 else f"{q}-st-{cr}-1"
+            for (q, cr), k in counts.items()]
+
+
+def node_state(node: TwinNode) -> str:
+    """Every node is a cloud node, as on ParallelCluster (static ones are SuspendExcNodes)."""
+    return "CLOUD"
 
 
 def render_gres_conf(plan: TwinPlan) -> str:
