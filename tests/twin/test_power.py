@@ -133,6 +133,7 @@ def test_ice_fails_the_power_up_keeps_the_job_pending_then_recovers(ptwin):
                        capture_output=True, text=True, env=ptwin.env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert capacity.armed(ptwin.state_dir) == ["cpu/c5"]
+    assert list(json.loads(_status_json(ptwin))["faults"]["ice"]) == ["cpu/c5"]
     job, _ = ptwin.sbatch("srun hostname", "--partition=cpu", "--nodes=2",
                           "--exclude=" + STATIC)
 
@@ -183,6 +184,12 @@ def test_a_replaced_static_nodes_job_is_requeued_and_completes(ptwin):
     st = ptwin.twin.status()
     new = next(d for d in st.daemons if d["name"] == f"slurmd:{STATIC}")
     assert new["pid"] != old and new["running"] and st.state == "running"
+    table = subprocess.run([sys.executable, "-m", "toolkit.cli", "local", "status",
+                            "--state-dir", str(ptwin.state_dir)], capture_output=True,
+                           text=True, env={**ptwin.env, "COLUMNS": "200"}, timeout=120)
+    assert table.returncode == 0, table.stderr
+    assert "power events" in table.stdout
+    assert "replacing" in table.stdout and "relaunched" in table.stdout
 
 
 def test_a_dynamic_node_is_not_replaced(ptwin):
