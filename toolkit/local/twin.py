@@ -1,9 +1,11 @@
 """The local twin: start, inspect and stop a real Slurm cluster on this machine.
 
 ``Twin(state_dir).up(config)`` renders the configuration, starts munged, MariaDB + slurmdbd
-(accounting, on by default), slurmctld and one slurmd per node, and returns when every node
-is idle and ``sacct`` answers. Every daemon runs in the foreground of its own session; its
-pid and start time go into ``twin.json`` so ``down`` stops exactly those processes.
+(accounting, on by default), slurmctld and one slurmd per static node, and returns when those
+nodes are idle, the dynamic ones powered down (``idle~``, powered up on demand by
+:mod:`toolkit.local.power`) and ``sacct`` answers. Every daemon runs in the foreground of its
+own session; its pid and start time go into ``twin.json`` (a node's slurmd also into
+``nodes/<node>/slurmd.json``) so ``down`` stops exactly those processes.
 """
 
 from __future__ import annotations
