@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,7 @@ def ptwin() -> Iterator[TwinHandle]:
         yield TwinHandle(twin=t, env={**os.environ, **t.env()}, workdir=work, config=str(cfg))
     finally:
         t.down(purge=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _nodes(h: TwinHandle) -> dict[str, tuple[str, str]]:
