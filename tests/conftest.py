@@ -27,22 +27,39 @@ def _private_state_home() -> Iterator[Path]:
     mp.undo()
 
 
+def session_config(folder: Path) -> Path:
+    """The p5-training preset with a long ScaledownIdletime (same file name: same cluster)."""
+    from toolkit.paths import preset_path
+
+    text = preset_path("p5-training").read_text()
+    assert "  SlurmSettings:\n" in text
+    path = folder / "p5-training.yaml"
+    path.write_text(text.replace("  SlurmSettings:\n",
+                                 "  SlurmSettings:\n    ScaledownIdletime: 600\n", 1))
+    return path
+
+
 @pytest.fixture(scope="session")
 def twin() -> Iterator[TwinHandle]:
     """The p5-training preset as a running twin (gpu: gpu-st-p5-[1-4], cpu: cpu-dy-c5-[1-4]).
 
     SLURM_CONF is exported for the whole session so sbatch, sacct and submitit reach it.
+    The dynamic cpu nodes start powered down, as on ParallelCluster; the session powers them
+    up once and keeps them up (ScaledownIdletime 600 min in its copy of the preset), so tests
+    about jobs do not each wait for a boot. tests/twin/test_power.py tests power saving.
     """
     # short path: munge and MariaDB sockets live inside it
     state = Path(tempfile.mkdtemp(prefix="pctk-twin-", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="pctk-jobs-", dir="/tmp"))
+    config = session_config(work)
     t = Twin(state)
-    t.up("p5-training", nodes=4)
+    t.up(config, nodes=4)
+    t.power_up([f"cpu-dy-c5-{i}" for i in range(1, 5)])
     mp = pytest.MonkeyPatch()
     for k, v in t.env().items():
         mp.setenv(k, v)
     try:
-        yield TwinHandle(twin=t, env=dict(os.environ), workdir=work)
+        yield TwinHandle(twin=t, env=dict(os.environ), workdir=work, config=str(config))
     finally:
         mp.undo()
         t.down(purge=True)

@@ -126,7 +126,8 @@ def test_custom_slurm_settings_cannot_inject_lines(tmp_path, bad):
 def test_daemons_bind_loopback_only_when_the_host_name_resolves_there():
     plan = _plan("p5-training")
     assert plan.loopback_only
-    assert "\nCommunicationParameters=NoInAddrAny,NoCtldInAddrAny\n" in render_slurm_conf(plan)
+    assert ("\nCommunicationParameters=NoAddrCache,NoInAddrAny,NoCtldInAddrAny\n"
+            in render_slurm_conf(plan))
     dbd = render_slurmdbd_conf(plan, "secret")
     assert "\nDbdAddr=127.0.0.1\nCommunicationParameters=NoInAddrAny\n" in dbd
 
@@ -139,14 +140,85 @@ def test_any_other_host_address_binds_all_and_says_why(resolved):
     plan = build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], hostname="h",
                       host=(2, 4096), user="slurm", host_address=resolved)
     assert not plan.loopback_only
-    assert "CommunicationParameters" not in render_slurm_conf(plan)
+    # ParallelCluster's NoAddrCache alone: no bind to the host name's address
+    assert "\nCommunicationParameters=NoAddrCache\n" in render_slurm_conf(plan)
     assert "CommunicationParameters" not in render_slurmdbd_conf(plan, "x")
     assert any("listen on every interface" in n and "127.0.0.1 in /etc/hosts" in n
                for n in plan.notes)
 
 
 def test_communication_parameters_are_managed_by_the_twin(tmp_path):
-    cfg = _custom_config(tmp_path, "      - CommunicationParameters: NoAddrCache\n")
+    cfg = _custom_config(tmp_path, "      - CommunicationParameters: block_null_hash\n")
     plan = build_plan(load_topology(cfg), Path("/var/lib/pctk/twin"), FIXED["ports"],
                       hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
-    assert "NoAddrCache" not in render_slurm_conf(plan)
+    assert "block_null_hash" not in render_slurm_conf(plan)
+
+
+def _settings(conf: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in conf.splitlines():
+        if line and not line.startswith("#") and "=" in line and " " not in line:
+            key, value = line.split("=", 1)
+            out[key] = value
+    return out
+
+
+def test_parallelcluster_settings_are_rendered_except_the_listed_deviations():
+    from toolkit.local import pcslurm
+
+    plan = _plan("p5-training")
+    conf = _settings(render_slurm_conf(plan))
+    deviating = pcslurm.deviating_keys(plan.loopback_only)
+    for key, value in pcslurm.PARALLELCLUSTER_FIXED:
+        if key in deviating:
+            assert conf[key] != value, f"{key} is listed as a deviation but is not one"
+        else:
+            assert conf[key] == value, f"{key}: {conf.get(key)} is not ParallelCluster's {value}"
+    # every deviation carries its reason, and the README lists every setting it changes
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for d in pcslurm.DEVIATIONS:
+        assert d.reason and d.twin and d.parallelcluster
+        for key in d.keys:
+            assert f"`{key}`" in readme, f"README does not list the deviation {key}"
+    # the stated factor, and the loopback fix combined with ParallelCluster's NoAddrCache
+    assert conf["SlurmdTimeout"] == str(180 // pcslurm.TIME_FACTOR)
+    assert conf["KillWait"] == str(30 // pcslurm.TIME_FACTOR)
+    assert conf["CommunicationParameters"] == "NoAddrCache,NoInAddrAny,NoCtldInAddrAny"
+    assert conf["MessageTimeout"] == "60" and conf["MinJobAge"] == "300"
+
+
+def test_slurm_settings_of_the_config_shape_the_file(tmp_path):
+    cfg = tmp_path / "mem.yaml"
+    cfg.write_text(
+        "Scheduling:\n"
+        "  Scheduler: slurm\n"
+        "  SlurmSettings:\n"
+        "    ScaledownIdletime: 3\n"
+        "    EnableMemoryBasedScheduling: true\n"
+        "    QueueUpdateStrategy: TERMINATE\n"
+        "  SlurmQueues:\n"
+        "    - Name: compute\n"
+        "      ComputeResources:\n"
+        "        - {Name: c5, InstanceType: c5.4xlarge, MinCount: 1, MaxCount: 3}\n"
+        "DevSettings:\n  Timeouts:\n    ComputeNodeBootstrapTimeout: 600\n"
+    )
+    plan = build_plan(load_topology(cfg), Path("/var/lib/pctk/twin"), FIXED["ports"],
+                      hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
+    assert plan.slurm.scaledown_idletime == 3 and plan.slurm.suspend_time == 30
+    assert plan.slurm.resume_timeout == 100
+    text = render_slurm_conf(plan)
+    conf = _settings(text)
+    assert conf["SelectTypeParameters"] == "CR_CPU_Memory"
+    assert "QueueUpdateStrategy=TERMINATE" in text
+
+
+def test_a_bad_scaledown_idletime_is_one_line(tmp_path):
+    from toolkit.errors import PctkError
+
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("Scheduling:\n  Scheduler: slurm\n  SlurmSettings: {ScaledownIdletime: 0}\n"
+                   "  SlurmQueues:\n    - Name: q\n      ComputeResources:\n"
+                   "        - {Name: c5, InstanceType: c5.4xlarge, MaxCount: 1}\n")
+    with pytest.raises(PctkError, match="ScaledownIdletime"):
+        build_plan(load_topology(cfg), Path("/x"), FIXED["ports"], hostname="h",
+                   host=(2, 4096), user="u", host_address="127.0.0.1")

@@ -18,6 +18,7 @@ class TwinHandle:
     twin: Twin
     env: dict[str, str]
     workdir: Path
+    config: str = "p5-training"  # the config the twin was started with
     _n: list[int] = field(default_factory=lambda: [0])
 
     @property

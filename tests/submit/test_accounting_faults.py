@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import submitit
 
-from toolkit.local import procs
+from toolkit.local import power, procs
 from toolkit.local.twin import Twin
 from toolkit.submit import ClusterExecutor, slurm
 from toolkit.submit import watcher as watcher_mod
@@ -54,6 +54,10 @@ class AcctTwin:
         for p in reversed(self.restarted):
             if p.name == name:
                 return p
+        if name.startswith("slurmd:"):  # a dynamic node's slurmd, started at its power-up
+            now = power.recorded_slurmd(self.state, name.split(":", 1)[1])
+            if now is not None:
+                return now
         recorded = json.loads((self.state / "twin.json").read_text())["procs"]
         return next(procs.Proc.from_json(p) for p in recorded if p["name"] == name)
 

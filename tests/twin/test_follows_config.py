@@ -48,8 +48,17 @@ def test_cluster_executor_refuses_what_the_partition_can_never_run(twin, tmp_pat
     assert fits.results() == [7, 7, 7, 7]
 
 
+def test_plain_sbatch_rejects_a_job_larger_than_its_partition(twin):
+    # EnforcePartLimits=ALL, as on ParallelCluster: refused at submission, not left pending
+    before = _queued(twin)
+    r = twin.cmd("sbatch", "--partition=cpu", "--nodes=5", "--wrap=true", check=False)
+    assert r.returncode != 0
+    assert "Node count specification invalid" in r.stderr, r.stderr
+    assert _queued(twin) == before
+
+
 def test_jobs_finds_the_twin_without_slurm_conf_and_shows_why_a_job_waits(twin):
-    job, _ = twin.sbatch("true", "--partition=cpu", "--nodes=5")  # plain sbatch accepts it
+    job, _ = twin.sbatch("true", "--partition=cpu", "--begin=now+3600")
     try:
         env = {k: v for k, v in twin.env.items() if k != "SLURM_CONF"}
         env["PCTK_TWIN_DIR"] = str(twin.state_dir)
@@ -57,10 +66,9 @@ def test_jobs_finds_the_twin_without_slurm_conf_and_shows_why_a_job_waits(twin):
         assert r.returncode == 0, r.stderr
         rows = {row["JobID"]: row for row in json.loads(r.stdout)["jobs"]}
         assert rows.get(job, {}).get("State") == "PENDING", r.stdout
-        # Slurm says PartitionConfig at first, PartitionNodeLimit once the scheduler looked
-        assert rows[job]["Reason"] in ("PartitionConfig", "PartitionNodeLimit")
+        assert rows[job]["Reason"] == "BeginTime"
         table = _pctk({**env, "COLUMNS": "200"}, "jobs")
-        assert rows[job]["Reason"][:9] in table.stdout and "reason" in table.stdout
+        assert "BeginTime" in table.stdout and "reason" in table.stdout
     finally:
         twin.cmd("scancel", job, check=False)
 

@@ -145,5 +145,5 @@ def test_result_records_know_cluster_and_instance_type_from_slurm(twin):
 
 def test_up_again_with_the_same_nodes_is_a_no_op(twin):
     before = {d["pid"] for d in twin.twin.status().daemons}
-    again = twin.twin.up("p5-training", nodes=4)  # as the session twin was started
+    again = twin.twin.up(twin.config, nodes=4)  # as the session twin was started
     assert {d["pid"] for d in again.daemons} == before

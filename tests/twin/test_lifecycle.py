@@ -43,7 +43,7 @@ def _state_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="pctk-t-", dir="/tmp"))
 
 
-def _small_config(tmp: Path, nodes: int) -> Path:
+def _small_config(tmp: Path, nodes: int, static: int = 0) -> Path:
     cfg = tmp / "scale.yaml"
     cfg.write_text(
         "Region: us-east-1\n"
@@ -55,7 +55,7 @@ def _small_config(tmp: Path, nodes: int) -> Path:
         "    - Name: compute\n"
         "      Networking: {SubnetIds: [subnet-1]}\n"
         "      ComputeResources:\n"
-        f"        - {{Name: c5, InstanceType: c5.4xlarge, MinCount: 0, MaxCount: {nodes}}}\n"
+        f"        - {{Name: c5, InstanceType: c5.4xlarge, MinCount: {static}, MaxCount: {nodes}}}\n"
     )
     return cfg
 
@@ -68,7 +68,8 @@ def test_up_is_idempotent_recovers_from_a_crash_and_down_leaves_nothing():
         assert first.running
         names = {d["name"] for d in first.daemons}
         assert {"munged", "mariadbd", "slurmdbd", "slurmctld"} <= names
-        assert {"slurmd:gpu-st-p5-1", "slurmd:cpu-dy-c5-1"} <= names
+        # static nodes run their slurmd; dynamic ones are powered down until a job needs them
+        assert "slurmd:gpu-st-p5-1" in names and "slurmd:cpu-dy-c5-1" not in names
         pids = {d["pid"] for d in first.daemons}
         assert set(_processes_mentioning(str(state))) >= pids
 
@@ -93,7 +94,8 @@ def test_up_is_idempotent_recovers_from_a_crash_and_down_leaves_nothing():
         recovered = twin.up("p5-training", nodes=1)
         assert recovered.running
         assert not pids & {d["pid"] for d in recovered.daemons}
-        assert all(n["state"] == "idle" for n in recovered.nodes)
+        assert {n["name"]: n["state"] for n in recovered.nodes} == {
+            "gpu-st-p5-1": "idle", "cpu-dy-c5-1": "idle~"}
         survivors = [p for p in pids if p != ctld["pid"] and Path(f"/proc/{p}").exists()
                      and procs.start_ticks(p) > 0]
         assert not [p for p in survivors if p in _processes_mentioning(str(state))]
@@ -110,9 +112,10 @@ def test_thirty_two_nodes_on_this_machine(tmp_path):
     state = _state_dir()
     twin = Twin(state)
     try:
-        st = twin.up(_small_config(tmp_path, 32), nodes=32, accounting=False)
+        # static nodes: 32 slurmd running at once (dynamic ones would be powered down)
+        st = twin.up(_small_config(tmp_path, 32, static=32), nodes=32, accounting=False)
         assert len(st.nodes) == 32
-        assert {n["name"] for n in st.nodes} == {f"compute-dy-c5-{i}" for i in range(1, 33)}
+        assert {n["name"] for n in st.nodes} == {f"compute-st-c5-{i}" for i in range(1, 33)}
         env = {**os.environ, **twin.env()}
         r = subprocess.run(["srun", "-N32", "-p", "compute", "bash", "-c",
                             "echo $SLURMD_NODENAME"], capture_output=True, text=True, env=env,

@@ -47,9 +47,9 @@ def test_an_operators_drain_survives_down_and_up():
         assert st.running
         nodes = _nodes(twin)
         assert nodes["gpu-st-p5-1"] == ("drained", REASON)
-        assert nodes["cpu-dy-c5-1"][0] == "idle"
+        assert nodes["cpu-dy-c5-1"][0] == "idle~"  # dynamic: powered down
         # and again, after a crash instead of a clean down
-        slurmd = next(d for d in st.daemons if d["name"] == "slurmd:cpu-dy-c5-1")
+        slurmd = next(d for d in st.daemons if d["name"] == "slurmd:gpu-st-p5-1")
         os.kill(slurmd["pid"], signal.SIGKILL)
         twin.up("p5-training", nodes=1, accounting=False)
         assert _nodes(twin)["gpu-st-p5-1"] == ("drained", REASON)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from toolkit.errors import PctkError
 from toolkit.local import clusters
+from toolkit.local.power import DEFAULT_BOOT_DELAY
 from toolkit.local.twin import TwinStatus
 
 app = typer.Typer(
@@ -56,6 +57,15 @@ def _status_table(st: TwinStatus, console: Console) -> None:
             t.add_row(n["name"], n["partition"], n["state"], n["cpus"], n["gres"],
                       "" if n["reason"] == "none" else n["reason"])
         console.print(t)
+    if st.power_events:
+        console.print("[bold]power events[/] (latest last)")
+        t = Table("time", "node", "event", "detail", box=None, pad_edge=False)
+        for e in st.power_events:
+            t.add_row(time.strftime("%H:%M:%S", time.localtime(float(e.get("time", 0)))),
+                      str(e.get("node", "")), str(e.get("event", "")), str(e.get("detail", "")))
+        console.print(t)
+    for kind, value in st.faults.items():
+        console.print(f"[yellow]fault armed: {kind} {', '.join(sorted(value))}[/]")
     for note in st.notes:
         console.print(f"[yellow]{note}[/]")
     for m in st.mounts:
@@ -88,6 +98,11 @@ def up(
     observe: bool = typer.Option(
         False, "--observe", help="Also start Prometheus, node_exporter and the Slurm collector "
         "(as `pctk observe up`); they stop with the twin."),
+    boot_delay: float = typer.Option(
+        DEFAULT_BOOT_DELAY, "--boot-delay", min=0,
+        help="Seconds a powered-down dynamic node takes to boot when a job needs it "
+        "(an instance launch on ParallelCluster).",
+    ),
     state_dir: Path = StateDir,
     json_out: bool = JsonOut,
 ) -> None:
@@ -110,7 +125,7 @@ def up(
             console.log(msg)
 
         st = clusters.up(chosen, state_dir, nodes=nodes, accounting=not no_accounting,
-                         progress=progress)
+                         progress=progress, boot_delay=boot_delay)
         obs = None
         if observe:
             from toolkit.local.twin import Twin
@@ -196,3 +211,57 @@ def env(
         return
     for k, v in values.items():
         print(f"export {k}={shlex.quote(v)}")
+
+
+@app.command()
+def replace(node: str = typer.Argument(..., help="A static node, e.g. gpu-st-p5-2."),
+            state_dir: Path = StateDir, cluster: str = ClusterOpt,
+            json_out: bool = JsonOut) -> None:
+    """Replace a static node as ParallelCluster's clustermgtd replaces an unhealthy one.
+
+    The node goes DOWN ("Static node maintenance: unhealthy node is being replaced"), its
+    jobs are requeued, its slurmd stops, and a new one starts after the boot delay.
+    """
+    from toolkit.local import replace as replacing
+
+    twin = clusters.select(state_dir, cluster)
+    _require_running(twin.status())
+    replacing.replace(twin.state_dir, node)
+    if json_out:
+        print(json.dumps({"node": node, "reason": replacing.REASON}))
+    else:
+        print(f"{node}: down ({replacing.REASON}); relaunching")
+
+
+def _require_running(st: TwinStatus) -> None:
+    if st.state == "stopped":
+        raise PctkError(f"the twin in {st.state_dir} is not running",
+                        "start it with `pctk local up`")
+
+
+# ---------------------------------------------------------------- faults
+fault_app = typer.Typer(help="Inject ParallelCluster-like faults into the running twin.",
+                        no_args_is_help=True)
+app.add_typer(fault_app, name="fault")
+
+
+@fault_app.command("ice")
+def fault_ice(
+    resource: str = typer.Argument(..., help="QUEUE/COMPUTE_RESOURCE, e.g. cpu/c5."),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Seconds until the failed nodes power down and may launch "
+        "again (default: ParallelCluster's insufficient_capacity_timeout, 600 s, divided by 6)."),
+    state_dir: Path = StateDir, cluster: str = ClusterOpt, json_out: bool = JsonOut,
+) -> None:
+    """The next power-up of QUEUE/CR fails with InsufficientInstanceCapacity."""
+    from toolkit.local import capacity
+
+    twin = clusters.select(state_dir, cluster)
+    _require_running(twin.status())
+    wait = capacity.DEFAULT_TIMEOUT if timeout is None else timeout
+    capacity.arm(twin.state_dir, resource, wait)
+    if json_out:
+        print(json.dumps({"fault": "ice", "resource": resource, "timeout": wait}))
+    else:
+        print(f"armed: the next power-up of {resource} fails with "
+              f"(Code:{capacity.CODE}); its nodes power down again after {wait:g} s")

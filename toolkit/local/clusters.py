@@ -87,8 +87,8 @@ def select(root: str | os.PathLike[str] | None = None, cluster: str | None = Non
 
 
 def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None = None, *,
-       nodes: int | None = None, accounting: bool = True, progress: Progress = _quiet
-       ) -> TwinStatus:
+       nodes: int | None = None, accounting: bool = True, progress: Progress = _quiet,
+       boot_delay: float | None = None) -> TwinStatus:
     """Start the config's twin in its own folder, stopping another cluster's running twin."""
     base = root_dir(root)
     name = cluster_of(config)
@@ -100,7 +100,8 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
         progress(f"stopping the twin of cluster {other_name} (state and accounting kept in "
                  f"{other.state_dir}; `pctk local up --cluster {other_name}` resumes it)")
         other.down(progress=progress)
-    return target.up(config, nodes=nodes, accounting=accounting, progress=progress)
+    extra = {} if boot_delay is None else {"boot_delay": boot_delay}
+    return target.up(config, nodes=nodes, accounting=accounting, progress=progress, **extra)
 
 
 def config_of(twin: Twin) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
+from toolkit.local.pcslurm import SlurmSettings, slurm_settings
 
 # slurm.conf parameters the twin must set itself (hosts, ports, paths, users, plugins that
 # let many slurmd share one machine); a config's CustomSlurmSettings for them are not applied
@@ -22,6 +23,8 @@ TWIN_MANAGED = frozenset(k.lower() for k in (
     "ClusterName", "SlurmctldHost", "ControlMachine", "SlurmctldPort", "SlurmdPort",
     "SlurmUser", "SlurmdUser", "StateSaveLocation", "ProctrackType", "TaskPlugin",
     "SlurmdParameters", "GresTypes", "JobCompType", "MpiDefault", "CommunicationParameters",
+    # power saving runs the twin's own programs (ParallelCluster refuses these too)
+    "SuspendProgram", "ResumeProgram", "ResumeFailProgram",
 ))
 TWIN_MANAGED_PREFIXES = ("auth", "cred", "accountingstorage", "slurmctldpid", "slurmctldlog",
                          "slurmdpid", "slurmdlog", "slurmdspool", "cgroup")
@@ -74,6 +77,8 @@ class TwinPlan:
     custom_settings: tuple[tuple[str, str], ...] = field(default=())
     # True when the daemons bind 127.0.0.1 alone, not every interface
     loopback_only: bool = False
+    # Scheduling/SlurmSettings that shape slurm.conf (toolkit.local.pcslurm)
+    slurm: SlurmSettings = field(default=SlurmSettings())
 
     @property
     def etc(self) -> Path:
@@ -248,6 +253,7 @@ def build_plan(
         notes=tuple(notes),
         custom_settings=tuple(custom),
         loopback_only=loopback_only,
+        slurm=slurm_settings(topo),
     )
 
 

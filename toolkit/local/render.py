@@ -1,15 +1,15 @@
 """Render the twin's Slurm configuration files from a :class:`TwinPlan`.
 
 Pure functions of the plan (no clock, no host lookups) so the output is checked against
-golden files. Settings mirror ParallelCluster's defaults where they matter to users
-(``select/cons_tres`` with ``CR_CPU``, one partition per queue, GRES GPUs, node features)
-and differ where one machine must hold many nodes (``proctrack/linuxproc``, ``task/none``,
-``config_overrides``).
+golden files. The scheduler settings are ParallelCluster's own (``toolkit.local.pcslurm``),
+with the deviations listed there (``DEVIATIONS``) applied in :func:`parallelcluster_settings`;
+nodes and partitions keep ParallelCluster's names, GRES and features.
 """
 
 from __future__ import annotations
 
-from toolkit.local.plan import TwinPlan
+from toolkit.local import pcslurm
+from toolkit.local.plan import TwinNode, TwinPlan
 
 
 def render_slurm_conf(plan: TwinPlan) -> str:
@@ -24,9 +24,6 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         f"SlurmdUser={plan.user}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        # our own munged, not the system one. cred_expire also delays a requeued job's
-        # restart (120 s by default); the twin restarts after 10 s so requeue tests are quick
-        f"AuthInfo=socket={plan.munge_socket},cred_expire=10",
         f"StateSaveLocation={s}/ctld/state",
         f"SlurmctldPidFile={s}/ctld/slurmctld.pid",
         f"SlurmctldLogFile={s}/ctld/slurmctld.log",
@@ -34,35 +31,8 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         f"SlurmdSpoolDir={s}/nodes/%n/spool",
         f"SlurmdPidFile={s}/nodes/%n/slurmd.pid",
         f"SlurmdLogFile={s}/nodes/%n/slurmd.log",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        # many slurmd share one host: no cgroup hierarchy per node
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        # nodes declare the instance's GPUs and scaled CPUs, not what this host has
-        "SlurmdParameters=config_overrides",
-        "MpiDefault=none",
-        "ReturnToService=2",
-        # as on ParallelCluster: CPU-based selection, GPUs as GRES
-        "SchedulerType=sched/backfill",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        "GresTypes=gpu",
-        "JobAcctGatherType=jobacct_gather/linux",
-        "JobAcctGatherFrequency=30",
-        "JobCompType=jobcomp/none",
-        "SlurmctldTimeout=30",
-        "SlurmdTimeout=30",
-        "MessageTimeout=20",
-        "InactiveLimit=0",
-        "KillWait=5",
-        "MinJobAge=300",
-        "Waittime=0",
     ]
-    if plan.loopback_only:
-        # daemons and clients bind the address the host name resolves to (127.0.0.1 here)
-        # instead of 0.0.0.0; NoCtldInAddrAny is slurmctld's switch for the same
-        lines.append("CommunicationParameters=NoInAddrAny,NoCtldInAddrAny")
+    lines += parallelcluster_settings(plan)
     if plan.accounting:
         lines += [
             "AccountingStorageType=accounting_storage/slurmdbd",
@@ -91,7 +61,7 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         ]
         if n.gres:
             parts.append(f"Gres={n.gres}")
-        parts += [f"Feature={','.join(n.features)}", "State=UNKNOWN"]
+        parts += [f"Feature={','.join(n.features)}", f"State={node_state(n)}"]
         lines.append(" ".join(parts))
     lines.append("")
     lines.append("# Partitions: one per ParallelCluster queue, the first is the default")
@@ -102,6 +72,85 @@ def render_slurm_conf(plan: TwinPlan) -> str:
             "MaxTime=INFINITE State=UP OverSubscribe=NO"
         )
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- ParallelCluster settings
+_TWIN_PLUGINS = {
+    # many slurmd share one host and one cgroup tree (pcslurm.DEVIATIONS)
+    "ProctrackType": "proctrack/linuxproc",
+    "TaskPlugin": "task/none",
+    "JobAcctGatherType": "jobacct_gather/linux",
+}
+
+
+def parallelcluster_settings(plan: TwinPlan) -> list[str]:
+    """ParallelCluster's slurm.conf and slurm_parallelcluster.conf settings for this config,
+    with the twin's deviations (pcslurm.DEVIATIONS) applied."""
+    ss = plan.slurm
+    lines = ["", "# ParallelCluster's settings (toolkit/local/pcslurm.py lists what the twin "
+             f"changes); timers / {pcslurm.TIME_FACTOR}"]
+    for key, value in pcslurm.PARALLELCLUSTER_FIXED:
+        if key in pcslurm.SCALED:
+            value = str(pcslurm.scaled(int(value)))
+        elif key == "SlurmctldParameters":
+            value = value.replace("power_save_min_interval=30",
+                                  f"power_save_min_interval={pcslurm.scaled(30)}")
+        elif key == "AuthInfo":
+            # our own munged; cred_expire is a timer (and delays a requeued job's restart)
+            value = f"socket={plan.munge_socket},cred_expire={pcslurm.scaled(70)}"
+        elif key == "CommunicationParameters" and plan.loopback_only:
+            # daemons and clients bind the address the host name resolves to (127.0.0.1
+            # here) instead of 0.0.0.0; NoCtldInAddrAny is slurmctld's switch for the same
+            value += ",NoInAddrAny,NoCtldInAddrAny"
+        value = _TWIN_PLUGINS.get(key, value)
+        lines.append(f"{key}={value}")
+    select = "CR_CPU_Memory" if ss.enable_memory_based_scheduling else "CR_CPU"
+    lines += [
+        # nodes declare the instance's GPUs and scaled CPUs, not what this host has
+        "SlurmdParameters=config_overrides",
+        "JobAcctGatherFrequency=30",
+        # slurm_parallelcluster.conf: from the config's SlurmSettings
+        f"SelectTypeParameters={select}",
+    ]
+    lines += power_saving_settings(plan)
+    # an update-time setting: the twin restarts on a changed config instead (README)
+    lines.append(f"# QueueUpdateStrategy={ss.queue_update_strategy} (not applied: `pctk local up` "
+                 "of a changed config cancels jobs and restarts the twin)")
+    return lines
+
+
+# ---------------------------------------------------------------- power saving
+def power_saving_settings(plan: TwinPlan) -> list[str]:
+    """ParallelCluster's power saving: dynamic nodes power up on demand through the twin's
+    ResumeProgram and down after ScaledownIdletime; static nodes never (SuspendExcNodes)."""
+    ss, power = plan.slurm, plan.state_dir / "bin"
+    lines = [
+        f"SuspendTime={ss.suspend_time}",
+        f"ResumeTimeout={ss.resume_timeout}",
+        f"SuspendProgram={power}/pctk-suspend",
+        f"ResumeProgram={power}/pctk-resume",
+        f"ResumeFailProgram={power}/pctk-suspend",
+    ]
+    exc = static_node_ranges(plan)
+    if exc:
+        lines.append(f"SuspendExcNodes={','.join(exc)}")
+    return lines
+
+
+def static_node_ranges(plan: TwinPlan) -> list[str]:
+    """``<q>-st-<cr>-[1-N]`` per compute resource with static nodes, as ParallelCluster."""
+    counts: dict[tuple[str, str], int] = {}
+    for n in plan.nodes:
+        if n.static:
+            key = (n.partition, n.compute_resource)
+            counts[key] = counts.get(key, 0) + 1
+    return [f"{q}-st-{cr}-[1-{k}]" if k > 1 else f"{q}-st-{cr}-1"
+            for (q, cr), k in counts.items()]
+
+
+def node_state(node: TwinNode) -> str:
+    """Every node is a cloud node, as on ParallelCluster (static ones are SuspendExcNodes)."""
+    return "CLOUD"
 
 
 def render_gres_conf(plan: TwinPlan) -> str:

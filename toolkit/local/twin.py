@@ -1,9 +1,11 @@
 """The local twin: start, inspect and stop a real Slurm cluster on this machine.
 
 ``Twin(state_dir).up(config)`` renders the configuration, starts munged, MariaDB + slurmdbd
-(accounting, on by default), slurmctld and one slurmd per node, and returns when every node
-is idle and ``sacct`` answers. Every daemon runs in the foreground of its own session; its
-pid and start time go into ``twin.json`` so ``down`` stops exactly those processes.
+(accounting, on by default), slurmctld and one slurmd per static node, and returns when those
+nodes are idle, the dynamic ones powered down (``idle~``, powered up on demand by
+:mod:`toolkit.local.power`) and ``sacct`` answers. Every daemon runs in the foreground of its
+own session; its pid and start time go into ``twin.json`` (a node's slurmd also into
+``nodes/<node>/slurmd.json``) so ``down`` stops exactly those processes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
-from toolkit.local import mariadb, mounts, procs
+from toolkit.local import mariadb, mounts, power, procs
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -72,6 +74,9 @@ class TwinStatus:
     accounting: bool
     notes: list[str] = dataclasses.field(default_factory=list)  # what `up` capped or skipped
     mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # the power programs' latest steps (power-up, slurmd started, power-down, capacity faults)
+    power_events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    faults: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -101,6 +106,8 @@ class TwinStatus:
             "nodes": self.nodes,
             "notes": self.notes,
             "mounts": self.mounts,
+            "power_events": self.power_events,
+            "faults": self.faults,
         }
 
 
@@ -121,10 +128,22 @@ def _port_lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _node_ready(state: str, kept_drained: bool) -> bool:
+def _node_ready(state: str, kept_drained: bool, dynamic: bool = False) -> bool:
     if state in ("idle", "mixed", "allocated"):
         return True
-    return kept_drained and state in ("drained", "draining", "drain")
+    if dynamic and state == "idle~":
+        return True  # powered down until a job needs it, as on ParallelCluster
+    base = state.rstrip("~#%!")
+    return kept_drained and base in ("drained", "draining", "drain")
+
+
+def _faults(state_dir: Path) -> dict[str, Any]:
+    """faults.json as armed by `pctk local fault` (empty when none)."""
+    try:
+        data = json.loads((state_dir / "faults.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if v} if isinstance(data, dict) else {}
 
 
 def make_placeholder_device(path: Path) -> None:
@@ -190,12 +209,35 @@ class Twin:
         return data if isinstance(data, dict) else None
 
     def _procs(self, state: dict[str, Any] | None) -> list[procs.Proc]:
+        """What `up` started, with each node's slurmd as the power programs last recorded it
+        (a replaced static node has a new slurmd; a powered-up dynamic node has one)."""
         if not state:
             return []
         try:
-            return [procs.Proc.from_json(d) for d in state.get("procs", [])]
+            started = [procs.Proc.from_json(d) for d in state.get("procs", [])]
         except (KeyError, TypeError, ValueError):
             return []
+        out: list[procs.Proc] = []
+        seen: set[str] = set()
+        for p in started:
+            if p.name.startswith("slurmd:"):
+                node = p.name.split(":", 1)[1]
+                seen.add(node)
+                now = power.recorded_slurmd(self.state_dir, node)
+                if now is None:
+                    continue  # stopped on purpose: being replaced
+                p = now
+            out.append(p)
+        for p in power.recorded(self.state_dir):
+            if p.name.startswith("slurmd:") and p.name.split(":", 1)[1] not in seen:
+                out.append(p)  # a powered-up dynamic node
+        return out
+
+    def _set_boot_delay(self, boot_delay: float) -> None:
+        cfg = power.load_config(self.state_dir)
+        if cfg and cfg.get("boot_delay") != boot_delay:
+            cfg["boot_delay"] = boot_delay
+            atomic_write_json(self.state_dir / power.CONFIG, cfg)
 
     @property
     def slurm_conf(self) -> Path:
@@ -243,7 +285,10 @@ class Twin:
         accounting: bool = True,
         progress: Progress = _quiet,
         timeout: float = 90.0,
+        boot_delay: float = power.DEFAULT_BOOT_DELAY,
     ) -> TwinStatus:
+        if boot_delay < 0:
+            raise PctkError(f"--boot-delay must be 0 or more seconds (got {boot_delay:g})")
         cfg = resolve_config(config)
         topo = load_topology(cfg)
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
@@ -267,6 +312,7 @@ class Twin:
                 )
                 if same:
                     progress("already running")
+                    self._set_boot_delay(boot_delay)
                     return self.status()
                 progress("the config or --nodes changed: cancelling jobs and restarting "
                          "(state and accounting kept)")
@@ -276,14 +322,16 @@ class Twin:
             if old:
                 if state is not None:
                     self._record_drains(state, old)
+                procs.stop(power.recorded(self.state_dir))
                 procs.stop(old)
+                power.forget_all(self.state_dir)
                 self._remove_hosts_block()
             self._clean_runtime_files()
             prev_ports = state.get("ports") if state else None
             drains = dict(state.get("drains") or {}) if state else {}
             with _port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
-                                            drains, progress, timeout)
+                                            drains, progress, timeout, boot_delay)
 
     def _refuse_other_cluster(self, state: dict[str, Any] | None, cluster: str) -> None:
         """One state folder holds one cluster: slurmctld refuses another's StateSaveLocation."""
@@ -296,7 +344,8 @@ class Twin:
     def _plan_and_start(self, topo: ClusterTopology, cfg: Path, cfg_hash: str,
                         nodes: int | None, accounting: bool,
                         prev_ports: dict[str, int] | None, drains: dict[str, str],
-                        progress: Progress, timeout: float) -> TwinStatus:
+                        progress: Progress, timeout: float,
+                        boot_delay: float = power.DEFAULT_BOOT_DELAY) -> TwinStatus:
         """Choose ports and start the daemons (under the machine-wide port lock)."""
         n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
                                  nodes_per_resource=nodes, accounting=accounting).nodes)
@@ -328,10 +377,12 @@ class Twin:
             atomic_write_json(self.state_file, record)
 
         try:
-            self._start_all(plan, remember, progress, timeout, drains)
+            self._start_all(plan, remember, progress, timeout, drains, boot_delay)
         except BaseException:
             progress("start failed: stopping what was started")
+            procs.stop(power.recorded(self.state_dir))
             procs.stop(started)
+            power.forget_all(self.state_dir)
             self._remove_hosts_block()
             record["procs"] = []
             atomic_write_json(self.state_file, record)
@@ -381,11 +432,18 @@ class Twin:
         return env
 
     def _start_all(self, plan: TwinPlan, remember: Callable[[procs.Proc], None],
-                   progress: Progress, timeout: float, drains: dict[str, str]) -> None:
+                   progress: Progress, timeout: float, drains: dict[str, str],
+                   boot_delay: float = power.DEFAULT_BOOT_DELAY) -> None:
         s = self.state_dir
         db_password = self._db_password() if plan.accounting else None
         self._write_files(plan, db_password)
         env = self._daemon_env()
+        power.write_programs(s, plan.slurm_conf, {
+            n.name: f"{n.partition}/{n.compute_resource}" for n in plan.nodes}, env, boot_delay)
+        # nodes start as slurm.conf says (cloud nodes, powered down) rather than as the last
+        # run left them; jobs are kept, and operators' drains are applied again below
+        for name in ("node_state", "node_state.old"):
+            (s / "ctld" / "state" / name).unlink(missing_ok=True)
         for port in plan.ports.all(len(plan.nodes)):
             if not port_free(port):
                 raise PctkError(f"TCP port {port} is in use", "stop what uses it or set "
@@ -413,12 +471,12 @@ class Twin:
         self._wait(lambda: self._run(["scontrol", "ping"]).stdout.find("UP") >= 0,
                    "slurmctld", p, timeout, str(ctld_log))
 
-        progress(f"starting {len(plan.nodes)} slurmd")
+        static = [n for n in plan.nodes if n.static]
+        progress(f"starting {len(static)} slurmd (static nodes; "
+                 f"{len(plan.nodes) - len(static)} dynamic nodes are powered down)")
         slurmds = []
-        for n in plan.nodes:
-            p = procs.spawn(f"slurmd:{n.name}",
-                            ["slurmd", "-D", "-N", n.name, "-f", str(plan.slurm_conf)],
-                            s / "log" / f"slurmd-{n.name}.out", env, s)
+        for n in static:
+            p = power.start_slurmd(s, n.name, env, plan.slurm_conf)
             remember(p)
             slurmds.append((n, p))
         self._add_hosts_block(plan)
@@ -437,10 +495,11 @@ class Twin:
         """Every node up; an operator's drained node may stay drained (it is kept)."""
         deadline = time.monotonic() + timeout
         names = {n.name for n, _ in slurmds}
+        dynamic = {n.name for n in plan.nodes if not n.static}
         while True:
             states = self._node_states()
             bad = [name for name, st in states.items()
-                   if not _node_ready(st, kept_drained=name in drains)]
+                   if not _node_ready(st, kept_drained=name in drains, dynamic=name in dynamic)]
             if states and not bad and len(states) == len(plan.nodes):
                 return
             for n, p in slurmds:
@@ -604,6 +663,27 @@ class Twin:
         except FileNotFoundError:
             pass
 
+    # ---------------------------------------------------------------- power
+    def power_up(self, nodes: list[str], timeout: float = 90) -> None:
+        """Power dynamic nodes up now (as a job would) and wait until they are idle."""
+        from toolkit.submit.slurm import node_states, update_nodes
+
+        if not nodes:
+            return
+        r = update_nodes(nodes, env=self._cmd_env(), State="POWER_UP")
+        if r.returncode != 0:
+            raise PctkError(f"could not power up {','.join(nodes)}: {r.stderr.strip()}")
+        deadline = time.monotonic() + timeout
+        while True:
+            states = node_states(env=self._cmd_env())
+            if all(states.get(n, ("", ""))[0] in ("idle", "mixed", "allocated") for n in nodes):
+                return
+            if time.monotonic() > deadline:
+                raise PctkError(f"nodes not powered up after {timeout:.0f}s: "
+                                + ", ".join(f"{n}={states.get(n, ('?', ''))[0]}" for n in nodes),
+                                "read power/events.jsonl in the twin's folder")
+            time.sleep(0.3)
+
     # ---------------------------------------------------------------- down
     def down(self, progress: Progress = _quiet, purge: bool = False) -> list[str]:
         """Stop every process ``up`` started; returns the names of those that were running."""
@@ -620,6 +700,13 @@ class Twin:
             if ctld:
                 progress("cancelling jobs")
                 self._cancel_all_jobs()
+            extra = [p for p in power.recorded(self.state_dir) if procs.is_running(p)]
+            if extra:
+                # boot processes first (a slurmd they would start), then powered-up nodes
+                progress(f"stopping {len(extra)} powered-up node(s) and boot processes")
+                procs.stop([p for p in extra if p.name.startswith("power:")])
+                procs.stop([p for p in extra if not p.name.startswith("power:")])
+            power.forget_all(self.state_dir)
             order = ["slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"]
             for group in order:
                 members = [p for p in running if p.name.split(":")[0] == group]
@@ -701,4 +788,6 @@ class Twin:
             accounting=bool(state.get("accounting")) if state else False,
             notes=[n for n in state.get("notes") or [] if n.startswith("capped")] if state else [],
             mounts=list(state.get("mounts") or []) if state else [],
+            power_events=power.events(self.state_dir, limit=10) if state else [],
+            faults=_faults(self.state_dir),
         )

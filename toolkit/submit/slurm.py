@@ -467,3 +467,33 @@ def sacct_ended_jobs(start: str, end: str = "now",
     """
     return run(["sacct", "-a", "-X", "-n", "-P", "-S", start, "-E", end,
                 "-s", OBSERVE_ENDED_STATES, "-o", OBSERVE_SACCT_FIELDS], timeout=timeout)
+
+
+# ---------------------------------------------------------------- nodes (the twin's power
+# programs and faults): scontrol/sinfo on node states, one call each
+def _node_cmd(argv: list[str], env: dict[str, str] | None) -> subprocess.CompletedProcess[str]:
+    return ask(argv, env=env)
+
+
+def update_nodes(nodes: list[str], *, env: dict[str, str] | None = None,
+                 **fields: str) -> subprocess.CompletedProcess[str]:
+    """``scontrol update NodeName=a,b State=... Reason=...`` (fields by Slurm's names)."""
+    return _node_cmd(["scontrol", "update", f"NodeName={','.join(nodes)}",
+                      *(f"{k}={v}" for k, v in fields.items())], env)
+
+
+def expand_hostlist(hostlist: str, *, env: dict[str, str] | None = None) -> list[str]:
+    """``gpu-st-p5-[1-3]`` -> its node names (``scontrol show hostnames``)."""
+    r = _node_cmd(["scontrol", "show", "hostnames", hostlist], env)
+    return r.stdout.split() if r.returncode == 0 else []
+
+
+def node_states(*, env: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """{node: (state as sinfo shows it, with ~ # % suffixes; reason)}; {} when Slurm is down."""
+    r = _node_cmd(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], env)
+    out: dict[str, tuple[str, str]] = {}
+    if r.returncode == 0:
+        for line in r.stdout.splitlines():
+            name, state, reason = [*line.split("|", 2), "", ""][:3]
+            out[name] = (state.strip().lower(), "" if reason == "none" else reason)
+    return out

@@ -1,0 +1,266 @@
+"""The twin's power saving: Slurm's ResumeProgram and SuspendProgram, as on ParallelCluster.
+
+On ParallelCluster every node is a cloud node. Dynamic (``-dy-``) nodes start powered down
+(``idle~``); when a job needs them slurmctld runs ``slurm_resume``, which launches EC2
+instances (``alloc#``/``idle#`` while they boot), and after ``ScaledownIdletime`` of idleness
+``slurm_suspend`` terminates them. Static nodes are ``SuspendExcNodes``: never powered down.
+
+The twin does the same with a slurmd per node: ``pctk local up`` writes two small programs
+into ``<state>/bin`` (slurmctld runs them with a bare environment, so they carry their own
+interpreter and paths) and this module is what they run:
+
+* ``resume HOSTLIST``: for each node, unless a capacity fault claims it
+  (:mod:`toolkit.local.capacity`), a detached boot process sleeps the boot delay, then starts
+  the node's slurmd; slurmd registering is the instance joining the cluster.
+* ``suspend HOSTLIST`` (also ResumeFailProgram): stops those nodes' slurmd, by pid.
+
+Every slurmd started here is recorded in ``nodes/<node>/slurmd.json`` (pid + start time, as
+:mod:`toolkit.local.procs`), boot processes in ``power/boot-<pid>.json``, so ``pctk local
+down`` stops them too. Each step appends one line to ``power/events.jsonl`` (``pctk local
+status`` shows them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from toolkit.fsutil import atomic_write_json, atomic_write_text
+from toolkit.local import procs
+
+CONFIG = "power.json"
+# seconds from ResumeProgram to the node's slurmd starting (an instance's boot); ParallelCluster
+# takes minutes, the twin seconds so tests stay quick. `pctk local up --boot-delay` changes it.
+DEFAULT_BOOT_DELAY = 3.0
+
+
+def _dir(state_dir: Path) -> Path:
+    d = state_dir / "power"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def write_programs(state_dir: Path, slurm_conf: Path, nodes: dict[str, str],
+                   env: dict[str, str], boot_delay: float) -> None:
+    """``<state>/bin/pctk-resume``, ``pctk-suspend`` and the settings they read.
+
+    ``nodes``: node name -> ``QUEUE/COMPUTE_RESOURCE``.
+    """
+    keep = ("PATH", "LANG", "PCTK_TWIN_DIR", "PCTK_HOME", "HOME")
+    cfg = {
+        "boot_delay": boot_delay,
+        "slurm_conf": str(slurm_conf),
+        "nodes": nodes,
+        "env": {**{k: env[k] for k in keep if k in env}, "SLURM_CONF": str(slurm_conf),
+                "PCTK_TWIN_DAEMON": "1"},
+    }
+    atomic_write_json(state_dir / CONFIG, cfg)
+    bin_dir = state_dir / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    pkg_root = Path(__file__).resolve().parents[2]
+    for name, verb in (("pctk-resume", "resume"), ("pctk-suspend", "suspend")):
+        atomic_write_text(bin_dir / name, "\n".join([
+            "#!/bin/sh",
+            "# Written by `pctk local up`: slurmctld runs it (Resume/SuspendProgram) with the",
+            "# node list as $1; see toolkit/local/power.py.",
+            f"PYTHONPATH={shlex.quote(str(pkg_root))} exec {shlex.quote(sys.executable)} "
+            f"-m toolkit.local.power {verb} {shlex.quote(str(state_dir))} \"$1\"",
+            "",
+        ]), 0o755)
+
+
+def load_config(state_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((state_dir / CONFIG).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def event(state_dir: Path, node: str, what: str, detail: str = "") -> None:
+    line = json.dumps({"time": round(time.time(), 3), "node": node, "event": what,
+                       "detail": detail})
+    # one short O_APPEND write per event: lines from concurrent programs do not interleave
+    fd = os.open(_dir(state_dir) / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def events(state_dir: Path, limit: int = 20) -> list[dict[str, Any]]:
+    try:
+        lines = (state_dir / "power" / "events.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines[-limit:]:
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+def _slurmd_record(state_dir: Path, node: str) -> Path:
+    return state_dir / "nodes" / node / "slurmd.json"
+
+
+def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Path,
+                 booted: bool = False) -> procs.Proc:
+    """Start the node's slurmd in its own session and record it (pid + start time).
+
+    ``booted``: the node has just "booted" (a power-up or a relaunch). slurmctld accepts a
+    powering-up node only once it reports a boot after the request; every twin node shares
+    this host's uptime, so slurmd says so itself (``-b``: report a reboot now).
+    """
+    argv = ["slurmd", "-D", *(["-b"] if booted else []), "-N", node, "-f", str(slurm_conf)]
+    p = procs.spawn(f"slurmd:{node}", argv, state_dir / "log" / f"slurmd-{node}.out", env,
+                    state_dir)
+    rec = _slurmd_record(state_dir, node)
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(rec, p.to_json())
+    return p
+
+
+def recorded_slurmd(state_dir: Path, node: str) -> procs.Proc | None:
+    try:
+        return procs.Proc.from_json(json.loads(_slurmd_record(state_dir, node).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def stop_slurmd(state_dir: Path, node: str) -> bool:
+    """Stop the node's recorded slurmd by pid; True when one was running."""
+    p = recorded_slurmd(state_dir, node)
+    was = p is not None and procs.is_running(p)
+    if p is not None:
+        procs.stop([p], timeout=10)
+    _slurmd_record(state_dir, node).unlink(missing_ok=True)
+    return was
+
+
+def recorded(state_dir: Path) -> list[procs.Proc]:
+    """Every process the power programs started that may still run (boot processes first)."""
+    out: list[procs.Proc] = []
+    for f in sorted((state_dir / "power").glob("boot-*.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            out.append(procs.Proc.from_json(json.loads(f.read_text())))
+    for f in sorted((state_dir / "nodes").glob("*/slurmd.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            out.append(procs.Proc.from_json(json.loads(f.read_text())))
+    return out
+
+
+def forget_all(state_dir: Path) -> None:
+    """After `down` stopped them: no power process is recorded any more."""
+    for f in (state_dir / "power").glob("boot-*.json"):
+        f.unlink(missing_ok=True)
+    for f in (state_dir / "nodes").glob("*/slurmd.json"):
+        f.unlink(missing_ok=True)
+
+
+def spawn_detached(state_dir: Path, verb: str, args: list[str], env: dict[str, str]) -> None:
+    """A helper process in its own session (slurmctld kills its programs' process group
+    when they outlive their timeout), recorded so `down` can stop it."""
+    log = _dir(state_dir) / "power.log"
+    p = procs.spawn(f"power:{verb}", [sys.executable, "-m", "toolkit.local.power", verb,
+                                      str(state_dir), *args], log, env, state_dir)
+    atomic_write_json(_dir(state_dir) / f"boot-{p.pid}.json", p.to_json())
+
+
+def _forget_self(state_dir: Path) -> None:
+    (state_dir / "power" / f"boot-{os.getpid()}.json").unlink(missing_ok=True)
+
+
+def env_of(cfg: dict[str, Any]) -> dict[str, str]:
+    env = {k: str(v) for k, v in (cfg.get("env") or {}).items()}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return env
+
+
+def resume(state_dir: Path, hostlist: str) -> None:
+    from toolkit.local import capacity
+    from toolkit.submit.slurm import expand_hostlist
+
+    cfg = load_config(state_dir)
+    env = env_of(cfg)
+    nodes = expand_hostlist(hostlist, env=env)
+    resources = {n: str((cfg.get("nodes") or {}).get(n, "")) for n in nodes}
+    failed = capacity.fail_launches(state_dir, resources, env)
+    booting = [n for n in nodes if n not in failed]
+    for n in booting:
+        event(state_dir, n, "power-up", f"booting for {cfg.get('boot_delay', 0)} s")
+    if booting:
+        spawn_detached(state_dir, "boot", booting, env)
+
+
+def boot(state_dir: Path, nodes: list[str]) -> None:
+    cfg = load_config(state_dir)
+    env = env_of(cfg)
+    try:
+        time.sleep(float(cfg.get("boot_delay", DEFAULT_BOOT_DELAY)))
+        conf = Path(str(cfg.get("slurm_conf") or state_dir / "etc" / "slurm.conf"))
+        for n in nodes:
+            stop_slurmd(state_dir, n)  # a leftover from a failed earlier boot
+            p = start_slurmd(state_dir, n, env, conf, booted=True)
+            event(state_dir, n, "slurmd started", f"pid {p.pid}")
+    finally:
+        _forget_self(state_dir)
+
+
+def suspend(state_dir: Path, hostlist: str) -> None:
+    from toolkit.submit.slurm import expand_hostlist
+
+    env = env_of(load_config(state_dir))
+    nodes = expand_hostlist(hostlist, env=env)
+    running = {n: p for n in nodes if (p := recorded_slurmd(state_dir, n)) is not None
+               and procs.is_running(p)}
+    procs.stop(list(running.values()), timeout=10)  # all at once: SuspendTimeout is short
+    for n in nodes:
+        _slurmd_record(state_dir, n).unlink(missing_ok=True)
+        event(state_dir, n, "power-down", "slurmd stopped" if n in running else "no slurmd")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        print("usage: python -m toolkit.local.power resume|suspend|boot|recover STATE_DIR ARGS",
+              file=sys.stderr)
+        return 2
+    verb, state_dir = argv[0], Path(argv[1])
+    try:
+        if verb == "resume":
+            resume(state_dir, argv[2])
+        elif verb == "suspend":
+            suspend(state_dir, argv[2])
+        elif verb == "boot":
+            boot(state_dir, argv[2:])
+        elif verb == "recover":
+            from toolkit.local import capacity
+
+            try:
+                capacity.recover(state_dir, argv[2:], env_of(load_config(state_dir)))
+            finally:
+                _forget_self(state_dir)
+        elif verb == "relaunch":
+            from toolkit.local import replace
+
+            try:
+                replace.relaunch(state_dir, argv[2:], env_of(load_config(state_dir)))
+            finally:
+                _forget_self(state_dir)
+        else:
+            print(f"unknown verb {verb}", file=sys.stderr)
+            return 2
+    except Exception as e:  # the log is all slurmctld's programs leave behind
+        event(state_dir, ",".join(argv[2:])[:200], f"{verb} failed", repr(e))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,56 @@
+"""Static node replacement, as ParallelCluster's clustermgtd replaces an unhealthy static node.
+
+clustermgtd sets the node DOWN with ``Static node maintenance: unhealthy node is being
+replaced`` (Slurm requeues its jobs at once), terminates the instance and launches another
+that takes the node's name. On the twin: the node goes DOWN with that reason, its slurmd is
+stopped by pid, a new slurmd starts after the boot delay and the node returns to service.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from toolkit.errors import PctkError
+from toolkit.local import power
+
+REASON = "Static node maintenance: unhealthy node is being replaced"
+
+
+def replace(state_dir: Path, node: str) -> None:
+    from toolkit.submit.slurm import update_nodes
+
+    cfg = power.load_config(state_dir)
+    nodes = cfg.get("nodes") or {}
+    if node not in nodes:
+        raise PctkError(f"no node {node!r} on this twin", "see `pctk local status`")
+    if "-st-" not in node:
+        raise PctkError(f"{node} is a dynamic node: ParallelCluster replaces static nodes",
+                        "a dynamic node is powered down after ScaledownIdletime instead")
+    env = power.env_of(cfg)
+    r = update_nodes([node], env=env, State="DOWN", Reason=REASON)
+    if r.returncode != 0:
+        raise PctkError(f"scontrol could not set {node} down: {r.stderr.strip()}",
+                        "is the twin running? (`pctk local status`)")
+    power.event(state_dir, node, "replacing", REASON)
+    power.stop_slurmd(state_dir, node)
+    power.spawn_detached(state_dir, "relaunch", [node], env)
+
+
+def relaunch(state_dir: Path, nodes: list[str], env: dict[str, str]) -> None:
+    """The new instance boots, its slurmd registers, the node returns to service."""
+    from toolkit.submit.slurm import update_nodes
+
+    cfg = power.load_config(state_dir)
+    time.sleep(float(cfg.get("boot_delay", power.DEFAULT_BOOT_DELAY)))
+    conf = Path(str(cfg.get("slurm_conf") or state_dir / "etc" / "slurm.conf"))
+    for n in nodes:
+        p = power.start_slurmd(state_dir, n, env, conf, booted=True)
+        power.event(state_dir, n, "relaunched", f"slurmd pid {p.pid}")
+    # a node an operator set DOWN does not return by itself (ReturnToService=1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r = update_nodes(nodes, env=env, State="RESUME")
+        if r.returncode == 0:
+            break
+        time.sleep(1)
