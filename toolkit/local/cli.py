@@ -23,6 +23,10 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
 )
+# ---- fault injection (toolkit/local/faults.py)
+from toolkit.local.faults_cli import app as _fault_app  # noqa: E402
+
+app.add_typer(_fault_app, name="fault")
 
 StateDir = typer.Option(
     None, "--state-dir", envvar="PCTK_TWIN_DIR",
@@ -60,6 +64,10 @@ def _status_table(st: TwinStatus, console: Console) -> None:
         console.print(f"[yellow]{note}[/]")
     for m in st.mounts:
         console.print(f"{m['path']}: {m['note']}")
+    for kind, f in st.faults.items():
+        console.print(f"[red]fault[/] {kind} on {f.get('node')}: "
+                      + (f"rate {f.get('rate')} to {f.get('addr')}" if kind == "slow-net"
+                         else f"{f.get('cpus')} CPU ({f.get('cgroup')})"))
 
 
 @app.command()

@@ -28,7 +28,7 @@ from typing import Any
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
-from toolkit.local import mariadb, mounts, procs
+from toolkit.local import faults, mariadb, mounts, nodeaddr, procs
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -43,6 +43,7 @@ from toolkit.local.render import (
     render_gres_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
+    render_task_prolog,
 )
 from toolkit.paths import DEFAULT_PRESET, config_or_preset, preset_path
 
@@ -72,6 +73,7 @@ class TwinStatus:
     accounting: bool
     notes: list[str] = dataclasses.field(default_factory=list)  # what `up` capped or skipped
     mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    faults: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # faults.py
 
     @property
     def state(self) -> str:
@@ -101,6 +103,7 @@ class TwinStatus:
             "nodes": self.nodes,
             "notes": self.notes,
             "mounts": self.mounts,
+            "faults": self.faults,
         }
 
 
@@ -361,6 +364,10 @@ class Twin:
         atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
         atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
         atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
+        if any(n.addr != "127.0.0.1" for n in plan.nodes):
+            lib = nodeaddr.build(s / "lib")
+            atomic_write_text(plan.etc / "task_prolog.sh", render_task_prolog(plan, str(lib)),
+                              0o755)
         if db_password is not None:
             atomic_write_text(plan.etc / "slurmdbd.conf",
                               render_slurmdbd_conf(plan, db_password), 0o600)
@@ -413,15 +420,23 @@ class Twin:
         self._wait(lambda: self._run(["scontrol", "ping"]).stdout.find("UP") >= 0,
                    "slurmctld", p, timeout, str(ctld_log))
 
+        self._add_hosts_block(plan)
         progress(f"starting {len(plan.nodes)} slurmd")
         slurmds = []
         for n in plan.nodes:
-            p = procs.spawn(f"slurmd:{n.name}",
-                            ["slurmd", "-D", "-N", n.name, "-f", str(plan.slurm_conf)],
-                            s / "log" / f"slurmd-{n.name}.out", env, s)
+            argv = ["slurmd", "-D", "-N", n.name, "-f", str(plan.slurm_conf)]
+            node_env = env
+            if n.addr != "127.0.0.1":
+                # its own host name (UTS namespace), hence its own listening address (see
+                # plan.node_host), and its own source address (see nodeaddr.py)
+                argv = ["unshare", "--uts", "sh", "-c", f'hostname {n.host} && exec "$@"',
+                        "sh", *argv]
+                node_env = {**env, "PCTK_NODE_ADDR": n.addr,
+                            "LD_PRELOAD": str(nodeaddr.build(s / "lib"))}
+            p = procs.spawn(f"slurmd:{n.name}", argv, s / "log" / f"slurmd-{n.name}.out",
+                            node_env, s)
             remember(p)
             slurmds.append((n, p))
-        self._add_hosts_block(plan)
 
         progress("waiting for nodes to be idle")
         self._wait_nodes_ready(plan, slurmds, drains, timeout, ctld_log)
@@ -565,12 +580,17 @@ class Twin:
         return (f"# BEGIN pctk twin {self.state_dir}", f"# END pctk twin {self.state_dir}")
 
     def _add_hosts_block(self, plan: TwinPlan) -> None:
-        """Make node names resolve to 127.0.0.1 (MASTER_ADDR from the node list works)."""
+        """Node names and host names resolve to the nodes' addresses (see plan.node_host).
+
+        MASTER_ADDR from the node list works; the host names must be written before the
+        slurmd resolve them at start.
+        """
         begin, end = self._hosts_markers()
-        names = [n.name for n in plan.nodes]
+        names = [(n.addr, n.name) for n in plan.nodes if n.addr == "127.0.0.1"]
         block = [begin] + [
-            "127.0.0.1 " + " ".join(names[i : i + 8]) for i in range(0, len(names), 8)
-        ] + [end]
+            "127.0.0.1 " + " ".join(name for _, name in names[i: i + 8])
+            for i in range(0, len(names), 8)
+        ] + [f"{n.addr} {n.host} {n.name}" for n in plan.nodes if n.addr != "127.0.0.1"] + [end]
         self._edit_hosts(lambda lines: self._strip_block(lines) + block)
 
     def _remove_hosts_block(self) -> None:
@@ -611,6 +631,8 @@ class Twin:
             state = self._load_state()
             ps = self._procs(state)
             running = [p for p in ps if procs.is_running(p)]
+            for kind in faults.clear(self.state_dir):
+                progress(f"cleared the {kind} fault")
             ctld = [p for p in running if p.name == "slurmctld"]
             if ctld and state is not None:
                 self._record_drains(state, running)
@@ -698,4 +720,5 @@ class Twin:
             accounting=bool(state.get("accounting")) if state else False,
             notes=[n for n in state.get("notes") or [] if n.startswith("capped")] if state else [],
             mounts=list(state.get("mounts") or []) if state else [],
+            faults=faults.active(self.state_dir),
         )
