@@ -8,6 +8,7 @@ figures. The twin tests (tests/health/test_slownodes_twin.py) run the same code 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,26 @@ def test_retests_are_judged_against_control_pairs_of_the_same_round():
 
     r = run_sweep(nodes, measure)
     assert r.blamed == ["n02"], r.verdicts  # n01 is cleared: 0.2 is the load, not the node
+
+
+def test_pair_commands_for_both_methods(tmp_path):
+    from toolkit.health.slownodes import PairTest
+
+    torch_cmd = PairTest(size="4M", iters=3, python="/usr/bin/python3").command(tmp_path / "r")
+    assert torch_cmd.startswith("srun --ntasks-per-node=1 /usr/bin/python3 -m benchmarks.")
+    assert "--min-bytes 4M --max-bytes 4M --iters 3" in torch_cmd
+    # nccl-tests: the runner's srun line for 2 nodes x 8 GPUs (a stand-in binary: no GPUs here)
+    stand_in = tmp_path / "all_reduce_perf"
+    stand_in.write_text("#!/bin/sh\n")
+    stand_in.chmod(0o755)
+    cmd = PairTest(method="nccl-tests", size="1G", nccl_tests_dir=str(tmp_path)).command(
+        tmp_path / "unused.json")
+    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=8") and str(stand_in) in cmd
+    assert "-b 1G -e 1G" in cmd
+    # a real nccl-tests sendrecv log (tests/nccl/fixtures): its "Avg bus bandwidth" line
+    log = Path(__file__).parents[1] / "nccl" / "fixtures" / \
+        "13_nccl-tests-331-sendrecv-a100-nthread2-info.log"
+    gbps, err = PairTest(method="nccl-tests", collective="sendrecv").figure(tmp_path / "x", log)
+    assert (gbps, err) == (pytest.approx(24.3607), None)
+    gbps, err = PairTest(method="nccl-tests").figure(tmp_path / "x", tmp_path / "none.out")
+    assert gbps is None and err
