@@ -114,3 +114,26 @@ def test_bad_fault_input_is_one_line_and_exit_2(faulty):
 def test_tc_support_names_what_the_kernel_offers():
     line = faults.tc_support_line()
     assert "htb" in line.split(";")[0]  # this kernel offers htb (and u32)
+
+
+def test_local_down_removes_every_fault():
+    import tempfile
+
+    from toolkit.local.twin import Twin
+
+    t = Twin(Path(tempfile.mkdtemp(prefix="pctk-fdown-", dir="/tmp")))
+    try:
+        t.up("p5-training", nodes=1, accounting=False)
+        net = faults.slow_net(t.state_dir, "cpu-dy-c5-1", "10mbit")
+        cpu = faults.slow_cpu(t.state_dir, "gpu-st-p5-1", 0.5)
+        assert Path(cpu["cgroup"]).is_dir()
+        assert net["classid"] in subprocess.run(["tc", "class", "show", "dev", "lo"],
+                                                capture_output=True, text=True).stdout
+        t.down()
+        assert faults.active(t.state_dir) == {}
+        assert not Path(cpu["cgroup"]).exists()
+        assert net["classid"] not in subprocess.run(["tc", "class", "show", "dev", "lo"],
+                                                    capture_output=True, text=True).stdout
+    finally:
+        faults.clear(t.state_dir)
+        t.down(purge=True)
