@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,19 @@ def slow_twin(twin8, tmp_path) -> Iterator[tuple[Twin, dict[str, str], Path]]:
         for n in NODES:
             subprocess.run(["scontrol", "update", f"NodeName={n}", "State=RESUME"], env=env,
                            capture_output=True)
+        _wait_all_idle(env)
+
+
+def _wait_all_idle(env: dict[str, str], timeout: float = 120) -> None:
+    """A shaped link also delays slurmctld's pings: the node may be left not_responding
+    for a while after the fault is cleared (as a real node with a congested link)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["sinfo", "-h", "-N", "-p", "cpu", "-o", "%T"], env=env,
+                             capture_output=True, text=True).stdout.split()
+        if out and all(st == "idle" for st in out):
+            return
+        time.sleep(1)
 
 
 def _sweep(env: dict[str, str], work: Path, *extra: str) -> tuple[int, dict]:

@@ -44,6 +44,15 @@ def sweep(nodes: list[str], work: Path, size: str) -> tuple[SweepResult, int]:
     return result, len(runner.job_ids)
 
 
+def wait_idle(twin: Twin, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        nodes = twin.status().nodes
+        if len(nodes) == n and all(x["state"] == "idle" for x in nodes):
+            return
+        time.sleep(1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4,8,16")
@@ -65,6 +74,7 @@ def main() -> None:
             result, tests = sweep(nodes, folder / "work", args.size)
             wall = time.perf_counter() - t0
             faults.clear(twin.state_dir)
+            wait_idle(twin, n)  # the shaped link also delayed slurmctld's pings to the node
             named = ",".join(result.blamed) or "-"
             print(f"{n:5d} {result.rounds:6d} {1 + math.ceil(math.log2(n)):4d} {tests:5d} "
                   f"{wall:7.1f}  {named}{'' if named == slow else f' (slowed: {slow})'}",

@@ -257,7 +257,8 @@ class PairTest:
             argv = [self.python, "-m", "benchmarks.collectives", "--ops", self.collective,
                     "--min-bytes", self.size, "--max-bytes", self.size, "--iters",
                     str(self.iters), "--warmup", str(self.warmup), "--out", str(out)]
-            return "srun --ntasks-per-node=1 " + shlex.join(argv)
+            # a failed rank ends the pair at once rather than leaving its partner waiting
+            return "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + shlex.join(argv)
         from toolkit.nccl.runner import LaunchSpec, build_command, find_binary
 
         spec = LaunchSpec(collective=self.collective, nodes=2, gpus_per_node=self.gpus_per_node,
@@ -283,6 +284,14 @@ class PairTest:
             return None, str(exc)[:160]
         figs = [r.avg_busbw_gbps for r in runs if r.avg_busbw_gbps is not None]
         return (figs[-1], None) if figs else (None, _tail(log) or "no nccl-tests output")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
 
 
 def _tail(path: Path, n: int = 1) -> str:
@@ -314,9 +323,12 @@ class SlurmPairs:
             stem = f"r{rnd}-{a}-{b}"
             out, log = self.workdir / f"{stem}.json", self.workdir / f"{stem}.out"
             out.unlink(missing_ok=True)
+            # a rendezvous port of its own: benchmarks.distenv derives one from the job id,
+            # and twins on one machine (each counting jobs from 1) would share it
+            export = "ALL" if self.test.method != "torch" else f"ALL,MASTER_PORT={_free_port()}"
             args = ["--nodes=2", f"--nodelist={a},{b}", "--ntasks-per-node=1",
                     f"--job-name=pctk-slow-{stem}", f"--output={log}", f"--time={minutes}",
-                    f"--chdir={REPO_ROOT}", "--export=ALL", "--wrap",
+                    f"--chdir={REPO_ROOT}", f"--export={export}", "--wrap",
                     self.test.command(out)]
             if self.partition:
                 args.insert(0, f"--partition={self.partition}")

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,19 +93,49 @@ def _check_node(state_dir: Path, node: str) -> str:
 
 
 # ---------------------------------------------------------------- tc
+_held: list[bool] = []
+
+
+@contextlib.contextmanager
+def _tc_lock() -> Iterator[None]:
+    """lo's qdisc tree is shared by every twin on the machine: change it one at a time.
+
+    Re-entrant within this process (an error message probes what the kernel offers)."""
+    import fcntl
+    import tempfile
+
+    if _held:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "pctk-tc.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _held.append(True)
+        try:
+            yield
+        finally:
+            _held.clear()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _tc(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     try:
         r = subprocess.run(["tc", *args], capture_output=True, text=True, timeout=15)
     except FileNotFoundError:
         raise PctkError("tc not found", "apt-get install -y iproute2 (or `make deps`)") from None
     if check and r.returncode != 0:
-        raise PctkError(f"tc {' '.join(args)}: {(r.stderr or r.stdout).strip()[:200]}",
+        said = ((r.stderr or r.stdout).strip().splitlines() or ["failed"])[0][:160]
+        raise PctkError(f"tc {' '.join(args)}: {said}",
                         "shaping needs root and a kernel with htb and u32: "
                         f"{tc_support_line()}")
     return r
 
 
 def tc_support() -> dict[str, bool]:
+    with _tc_lock():
+        return _probe_tc()
+
+
+def _probe_tc() -> dict[str, bool]:
     """Which qdiscs and filters this kernel offers, probed on ``lo`` without touching traffic.
 
     Probes hang under a scratch htb class that no packet is sent to (the u32/flower probes
@@ -169,6 +200,11 @@ def _minor(addr: str) -> int:
 
 
 def shape(addr: str, rate: str) -> dict[str, Any]:
+    with _tc_lock():
+        return _shape(addr, rate)
+
+
+def _shape(addr: str, rate: str) -> dict[str, Any]:
     minor = _minor(addr)
     _ensure_root_htb()
     classid = f"1:{minor:x}"
@@ -184,6 +220,11 @@ def shape(addr: str, rate: str) -> dict[str, Any]:
 
 
 def unshape(fault: dict[str, Any]) -> None:
+    with _tc_lock():
+        _unshape(fault)
+
+
+def _unshape(fault: dict[str, Any]) -> None:
     dev = str(fault.get("dev", DEV))
     _tc("filter", "del", "dev", dev, "parent", "1:", "prio", str(fault["prio"]), check=False)
     _tc("class", "del", "dev", dev, "classid", str(fault["classid"]), check=False)
