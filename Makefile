@@ -16,7 +16,7 @@ PCTK := $(VENV)/bin/pctk
 TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-venv fio \
-                shellcheck chromium prometheus prometheus-node-exporter
+                iproute2 gcc shellcheck chromium prometheus prometheus-node-exporter
 CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo
 PYTEST_ARGS ?=

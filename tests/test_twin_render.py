@@ -23,6 +23,8 @@ FIXED = {
     "user": "slurm",
     # the host name resolves to 127.0.0.1: the daemons bind there alone
     "host_address": "127.0.0.1",
+    # each node on its own address (the twin's default where it runs as root)
+    "node_addresses": True,
 }
 
 
@@ -32,7 +34,8 @@ def _plan(preset: str, nodes: int | None = None):
     topo = type(topo)(topo.name, f"cluster-configs/{preset}.yaml", topo.queues, topo.accounting)
     return build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], nodes_per_resource=nodes,
                       hostname=FIXED["hostname"], host=FIXED["host"], user=FIXED["user"],
-                      host_address=FIXED["host_address"])
+                      host_address=FIXED["host_address"],
+                      node_addresses=FIXED["node_addresses"])
 
 
 def _check(name: str, text: str) -> None:
@@ -222,3 +225,24 @@ def test_a_bad_scaledown_idletime_is_one_line(tmp_path):
     with pytest.raises(PctkError, match="ScaledownIdletime"):
         build_plan(load_topology(cfg), Path("/x"), FIXED["ports"], hostname="h",
                    host=(2, 4096), user="u", host_address="127.0.0.1")
+
+
+def test_each_node_gets_its_own_address_and_host_name():
+    plan = _plan("p5-training")
+    addrs = [n.addr for n in plan.nodes]
+    assert len(set(addrs)) == len(addrs) and "127.0.0.1" not in addrs
+    conf = render_slurm_conf(plan)
+    for n in plan.nodes:
+        assert all(a.startswith("127.0.") for a in addrs)
+        assert f"NodeName={n.name} NodeHostname={n.host} NodeAddr={n.addr} Port={n.port} " in conf
+    # the loopback-only binding stays: NoInAddrAny makes each slurmd bind its host name's address
+    assert "CommunicationParameters=NoAddrCache,NoInAddrAny,NoCtldInAddrAny" in conf
+
+
+def test_without_own_addresses_every_node_shares_loopback_and_says_so():
+    topo = load_topology(preset_path("p5-training"))
+    plan = build_plan(topo, Path("/x"), FIXED["ports"], hostname="h", host=(2, 4096),
+                      user="slurm", host_address="127.0.0.1", node_addresses=False)
+    assert {n.addr for n in plan.nodes} == {"127.0.0.1"}
+    assert "NodeHostname=h NodeAddr=127.0.0.1" in render_slurm_conf(plan)
+    assert any("slow-net` is unavailable" in n for n in plan.notes)

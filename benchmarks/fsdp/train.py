@@ -24,9 +24,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from benchmarks import distenv, record
-from benchmarks.fsdp import checkpoint
+from benchmarks.fsdp import checkpoint, stragglers
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
-from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean
+from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
 from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token, peak_memory_gib
 from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
 from benchmarks.fsdp.optim import SCHEDULES, OptimConfig, build_optimizer
@@ -72,6 +72,7 @@ class TrainConfig:
     log_every: int = 1
     peak_tflops: float | None = None
     out: Path | None = None
+    probe_matmuls: int = 0  # see benchmarks/fsdp/stragglers.py
 
 
 def log(message: str) -> None:
@@ -164,6 +165,8 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
             f"({load_timing.gb_per_s:.2f} GB/s)")
 
     saves: list[checkpoint.Timing] = []
+    timer = stragglers.RankTimer()
+    probe = torch.randn(256, 256, device=device) if cfg.probe_matmuls else None
     memory.mark(None)  # model construction and checkpoint loading are not training
     # each step's rows are built (and on GPUs copied) before its timer starts
     batch = data.local_batch(start_step + 1, device) if start_step < cfg.steps else None
@@ -175,13 +178,19 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
+        local_start = _synced_now(device)  # the norm's all-reduce lines the ranks up here
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         lr = float(scheduler.get_last_lr()[0])
         scheduler.step()
+        if probe is not None:
+            stragglers.compute_probe(probe, cfg.probe_matmuls)
+        sync_start = _synced_now(device)
         loss_value = mesh_mean(loss, mesh)  # .item() also waits for the GPU
         seconds = time.perf_counter() - start
         meter.record(seconds)
+        if meter.seen > cfg.timing_warmup:
+            timer.record(seconds, sync_start - local_start, start + seconds - sync_start)
         phase = "train" if meter.seen > cfg.timing_warmup else None
         if meter.seen == cfg.timing_warmup:
             memory.mark(None)
@@ -205,6 +214,8 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
 
     memory.mark("train" if meter.seen > cfg.timing_warmup else None)
     mem = [None if x < 0 else x for x in mesh_max(memory.figures(), mesh, device)]
+    straggler = stragglers.judge(_per_rank_timings(timer, env, mesh, device))
+    log(stragglers.describe(straggler))
     mesh_barrier(mesh)
     return {
         "params": _params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
@@ -224,8 +235,34 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
             "resumed_from_step": start_step if completed is not None else None,
             "checkpoint_saves": [t.to_dict() for t in saves],
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
+            "stragglers": straggler,
         },
     }
+
+
+def _synced_now(device: torch.device) -> float:
+    """perf_counter after the device's queued work is done (GPU kernels run asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def _per_rank_timings(timer: stragglers.RankTimer, env: distenv.DistEnv, mesh: Any,
+                      device: torch.device) -> list[dict[str, Any]]:
+    """Every rank's medians and node, on every rank (one sum over the mesh)."""
+    world, rank, width = dist.get_world_size(), dist.get_rank(), 4
+    values = [0.0] * (world * width)
+    values[rank * width:(rank + 1) * width] = [*timer.medians(), float(env.node_rank)]
+    everyone = mesh_sum(values, mesh, device)
+    nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    names = distenv.expand_hostlist(nodelist) if nodelist else []
+    rows = []
+    for r in range(world):
+        step_s, local_s, wait_s, node = everyone[r * width:(r + 1) * width]
+        idx = int(node)
+        rows.append({"rank": r, "node": names[idx] if idx < len(names) else f"node {idx}",
+                     "step_s": step_s, "local_s": local_s, "sync_wait_s": wait_s})
+    return rows
 
 
 def _scalar(value: torch.Tensor | float) -> float:
@@ -296,6 +333,7 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
         "ckpt_dir": str(cfg.ckpt_dir) if cfg.ckpt_dir else None,
         "ckpt_every": cfg.ckpt_every,
         "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+        "straggler_probe_matmuls": cfg.probe_matmuls,
     }
 
 
@@ -307,6 +345,9 @@ def verdict(metrics: dict[str, Any], steps_wanted: int) -> tuple[str, list[str]]
         return "FAIL", ["the loss is not finite"]
     if not metrics.get("measured_steps"):
         return "WARN", ["no step ran after the timing warm-up; throughput not measured"]
+    straggler = metrics.get("stragglers") or {}
+    if straggler.get("verdict") in ("WARN", "FAIL"):
+        return straggler["verdict"], [stragglers.describe(straggler)]
     return "PASS", []
 
 
@@ -342,6 +383,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="dense peak per GPU in the training dtype (bf16, or fp32 with --fp32); "
                         "default: from the exact GPU name, none for unknown GPUs")
     p.add_argument("--out", type=Path, help="result record (pctk.result/v1) written by rank 0")
+    p.add_argument("--probe-matmuls", type=int, default=0,
+                   help="256x256 matmuls added to each step's local part, so a rank with a "
+                        "slow CPU or GPU shows there (adds their time to every step)")
     a = p.parse_args(argv)
     for name in ("steps", "batch_size", "seq_len", "log_every"):
         if getattr(a, name) < 1:
@@ -355,7 +399,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                           schedule=a.schedule, max_grad_norm=a.max_grad_norm),
         ckpt_dir=a.ckpt_dir, ckpt_every=a.ckpt_every, ckpt_keep=a.ckpt_keep, resume=a.resume,
         timing_warmup=a.timing_warmup, log_every=a.log_every, peak_tflops=a.peak_tflops,
-        out=a.out,
+        out=a.out, probe_matmuls=max(0, a.probe_matmuls),
     )
 
 

@@ -164,12 +164,21 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                         f"{num('peak_memory_reserved_gib', '.2f')} GiB reserved "
                         f"({m.get('peak_memory_kind')})"),
         ("final loss", num("final_loss", ".4f")),
+        ("stragglers", _straggler_line(m.get("stragglers"))),
         ("checkpoint save", f"{saves[-1]['gb_per_s']:.2f} GB/s ({len(saves)} saves)"
                             if saves else "-"),
         ("checkpoint load", f"{load['gb_per_s']:.2f} GB/s (resumed at step {load['step']})"
                             if load else "-"),
         ("verdict", " ".join([rec["verdict"]["status"], *rec["verdict"]["reasons"]])),
     ]
+
+
+def _straggler_line(s: dict[str, Any] | None) -> str:
+    if not s:
+        return "-"
+    from benchmarks.fsdp.stragglers import describe
+
+    return describe(s)
 
 
 def _count(n: int) -> str:

@@ -89,6 +89,71 @@ def run_command(
     exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 
 
+@app.command("slow-nodes")
+def slow_nodes_command(
+    nodes: str | None = typer.Option(None, "--nodes", "-w", help="Slurm host list (a rerun "
+                                     "on a subset)."),
+    partition: str | None = typer.Option(None, "--partition", "-p"),
+    method: str = typer.Option("torch", "--method", help="torch (benchmarks/collectives.py: "
+                               "gloo on CPU nodes, NCCL on GPUs) or nccl-tests."),
+    collective: str = typer.Option("all_reduce", "--collective",
+                                   help="all_reduce or sendrecv."),
+    size: str = typer.Option("8M", "--size", help="Message size of the pair test."),
+    iters: int = typer.Option(10, "--iters", min=1),
+    threshold: float = typer.Option(0.5, "--threshold", help="Slow below this fraction of "
+                                    "the median."),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", min=1,
+                                          help="Default 1 + ceil(log2 N)."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds per round; pairs not "
+                                  "done by then are cancelled and FAIL."),
+    drain: bool = typer.Option(False, "--drain", help="Drain SLOW nodes (reason `pctk: "
+                               "slow-node: <figure> vs median <figure>`)."),
+    workdir: Path | None = typer.Option(None, "--workdir", help="Shared folder for the pair "
+                                        "records [$PCTK_HOME/health/slow-nodes-TIME]."),
+    python: str | None = typer.Option(None, "--python", help="Python on the nodes."),
+    nccl_tests_dir: str | None = typer.Option(None, "--nccl-tests-dir"),
+    as_json: bool = JsonOption,
+) -> None:
+    """Find slow nodes: pair them, test every pair at once, re-pair suspects with good nodes.
+
+    Exit 0 all OK, 1 a suspect left unresolved, 2 a node SLOW or FAIL, 3 unusable input.
+    """
+    import time
+
+    from toolkit.errors import PctkError
+    from toolkit.health import slownodes
+    from toolkit.health.inventory import HealthInputError
+    from toolkit.paths import health_dir
+
+    if method not in ("torch", "nccl-tests"):
+        raise HealthInputError(f"unknown --method {method!r}", "use torch or nccl-tests")
+    if collective not in ("all_reduce", "sendrecv"):
+        raise HealthInputError(f"unknown --collective {collective!r}",
+                               "use all_reduce or sendrecv")
+    test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
+                              nccl_tests_dir=nccl_tests_dir)
+    if python:
+        test.python = python
+    folder = workdir or health_dir() / time.strftime("slow-nodes-%Y%m%d-%H%M%S")
+    try:
+        with ProgressLines("slow-node sweep") as progress:
+            result = slownodes.sweep_partition(
+                nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
+                threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
+                progress=progress.update)
+    except PctkError as exc:
+        if isinstance(exc, HealthInputError):
+            raise
+        raise HealthInputError(exc.message, exc.hint) from None
+    atomic_write_json(folder / "slow-nodes.json", result.to_json())
+    if as_json:
+        emit_json(result.to_json(), sort_keys=False)
+    else:
+        slownodes.print_report(result)
+        Console().print(f"pair records: {folder}", highlight=False)
+    exit_with(slownodes.exit_code(result))
+
+
 @app.command("expectations")
 def expectations_command(
     out: Path | None = typer.Option(None, "--out", "-o", help="Write here (atomically)."),

@@ -24,6 +24,10 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
 )
+# ---- fault injection (toolkit/local/faults.py)
+from toolkit.local.faults_cli import app as _fault_app  # noqa: E402
+
+app.add_typer(_fault_app, name="fault")
 
 StateDir = typer.Option(
     None, "--state-dir", envvar="PCTK_TWIN_DIR",
@@ -64,8 +68,13 @@ def _status_table(st: TwinStatus, console: Console) -> None:
             t.add_row(time.strftime("%H:%M:%S", time.localtime(float(e.get("time", 0)))),
                       str(e.get("node", "")), str(e.get("event", "")), str(e.get("detail", "")))
         console.print(t)
-    for kind, value in st.faults.items():
-        console.print(f"[yellow]fault armed: {kind} {', '.join(sorted(value))}[/]")
+    for kind, f in st.faults.items():
+        if kind == "ice":
+            console.print(f"[yellow]fault armed: ice {', '.join(sorted(f))}[/]")
+        else:
+            console.print(f"[red]fault[/] {kind} on {f.get('node')}: "
+                          + (f"rate {f.get('rate')} to {f.get('addr')}" if kind == "slow-net"
+                             else f"{f.get('cpus')} CPU ({f.get('cgroup')})"))
     for note in st.notes:
         console.print(f"[yellow]{note}[/]")
     for m in st.mounts:
@@ -240,9 +249,7 @@ def _require_running(st: TwinStatus) -> None:
 
 
 # ---------------------------------------------------------------- faults
-fault_app = typer.Typer(help="Inject ParallelCluster-like faults into the running twin.",
-                        no_args_is_help=True)
-app.add_typer(fault_app, name="fault")
+fault_app = _fault_app  # `fault ice` joins slow-net/slow-cpu/clear
 
 
 @fault_app.command("ice")

@@ -111,6 +111,12 @@ DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(("CPUs", "RealMemory"), "the instance's vCPUs and memory",
               "scaled down to this host (at least one CPU per GPU)",
               "every node shares this machine's cores and memory"),
+    Deviation(("NodeAddr", "NodeHostname", "TaskProlog"),
+              "the instance's private IP and ip-10-x-y-z name; no TaskProlog",
+              "127.0.x.y and ip-127-0-x-y per node (root only), a TaskProlog that makes tasks "
+              "speak from that address",
+              "every node is on one host: its own loopback address lets traffic to one node be "
+              "told apart and shaped (`pctk local fault slow-net`)"),
 )
 
 

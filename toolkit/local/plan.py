@@ -47,6 +47,14 @@ class TwinNode:
     gpu_count: int
     features: tuple[str, ...]
     port: int
+    # the node's own loopback address (see node_address): traffic to one node can be told
+    # apart from traffic to another, so one node's link can be shaped alone
+    addr: str = "127.0.0.1"
+
+    @property
+    def host(self) -> str:
+        """The node's host name: its slurmd's (and jobs') own, ``ip-127-0-x-y``."""
+        return node_host(self.addr)
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,7 @@ def build_plan(
     host: tuple[int, int] | None = None,
     user: str | None = None,
     host_address: str | None = None,
+    node_addresses: bool | None = None,
 ) -> TwinPlan:
     from toolkit import catalog
 
@@ -207,6 +216,11 @@ def build_plan(
             f"the twin would have {len(specs)} nodes; this machine holds at most {MAX_TWIN_NODES}",
             "lower --nodes (nodes per compute resource)",
         )
+    if node_addresses is None:
+        node_addresses = own_host_names_possible()
+    if not node_addresses:
+        notes.append("every node shares 127.0.0.1 (giving each its own address needs root, "
+                     "unshare and a C compiler): `pctk local fault slow-net` is unavailable")
     mem_per_node = max(256, min(mem_mib // max(1, len(specs)), 64 * 1024))
     nodes = tuple(
         TwinNode(
@@ -221,6 +235,7 @@ def build_plan(
             gpu_count=gpus,
             features=feats,
             port=ports.slurmd_base + i,
+            addr=node_address(ports.slurmd_base + i) if node_addresses else "127.0.0.1",
         )
         for i, (n, part, itype, crname, static, cpus, gres, gpus, feats) in enumerate(specs)
     )
@@ -255,6 +270,40 @@ def build_plan(
         loopback_only=loopback_only,
         slurm=slurm_settings(topo),
     )
+
+
+# ---- per-node loopback addresses
+def node_address(port: int) -> str:
+    """The twin node's own address, 127.0.<port / 256>.<port % 256>.
+
+    Derived from the node's slurmd port, which is unique among the twins running on this
+    machine, so two twins never share an address (and shaping one twin's node never touches
+    another's). Ports start at 26800, so it is never 127.0.0.1; every 127.0.0.0/8 address is
+    local on Linux without configuring anything.
+    """
+    if not 256 <= port <= 65535:
+        return "127.0.0.1"  # a placeholder plan (ports not chosen yet)
+    return f"127.0.{port >> 8}.{port & 0xFF}"
+
+
+def node_host(addr: str) -> str:
+    """A node's host name, unique among running twins (ParallelCluster's are ip-10-0-1-2).
+
+    Each slurmd runs in its own UTS namespace under this name, so it binds this address
+    (CommunicationParameters=NoInAddrAny binds what gethostname() resolves to) and so do
+    its jobs' gloo ranks (torch binds the host name's address). The node's own name cannot
+    serve: other twins' hosts blocks may map the same ParallelCluster names elsewhere.
+    """
+    return "ip-" + addr.replace(".", "-")
+
+
+def own_host_names_possible() -> bool:
+    """Root with ``unshare`` (a host name per slurmd) and a C compiler (see nodeaddr.py)."""
+    import shutil
+
+    from toolkit.local.nodeaddr import compiler
+
+    return os.geteuid() == 0 and shutil.which("unshare") is not None and compiler() is not None
 
 
 def resolve_host_address() -> str:

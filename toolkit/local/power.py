@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.fsutil import atomic_write_json, atomic_write_text
-from toolkit.local import procs
+from toolkit.local import nodeaddr, procs
+from toolkit.local.plan import node_host
 
 CONFIG = "power.json"
 # seconds from ResumeProgram to the node's slurmd starting (an instance's boot); ParallelCluster
@@ -47,16 +48,19 @@ def _dir(state_dir: Path) -> Path:
 
 
 def write_programs(state_dir: Path, slurm_conf: Path, nodes: dict[str, str],
-                   env: dict[str, str], boot_delay: float) -> None:
+                   env: dict[str, str], boot_delay: float,
+                   addrs: dict[str, str] | None = None) -> None:
     """``<state>/bin/pctk-resume``, ``pctk-suspend`` and the settings they read.
 
-    ``nodes``: node name -> ``QUEUE/COMPUTE_RESOURCE``.
+    ``nodes``: node name -> ``QUEUE/COMPUTE_RESOURCE``; ``addrs``: node name -> its own
+    loopback address (absent: 127.0.0.1, shared).
     """
     keep = ("PATH", "LANG", "PCTK_TWIN_DIR", "PCTK_HOME", "HOME")
     cfg = {
         "boot_delay": boot_delay,
         "slurm_conf": str(slurm_conf),
         "nodes": nodes,
+        "addrs": addrs or {},
         "env": {**{k: env[k] for k in keep if k in env}, "SLURM_CONF": str(slurm_conf),
                 "PCTK_TWIN_DAEMON": "1"},
     }
@@ -119,6 +123,14 @@ def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Pa
     this host's uptime, so slurmd says so itself (``-b``: report a reboot now).
     """
     argv = ["slurmd", "-D", *(["-b"] if booted else []), "-N", node, "-f", str(slurm_conf)]
+    addr = (load_config(state_dir).get("addrs") or {}).get(node, "127.0.0.1")
+    if addr != "127.0.0.1":
+        # its own host name (UTS namespace), hence its own listening address (see
+        # plan.node_host), and its own source address (see nodeaddr.py)
+        argv = ["unshare", "--uts", "sh", "-c", f'hostname {node_host(addr)} && exec "$@"',
+                "sh", *argv]
+        env = {**env, "PCTK_NODE_ADDR": addr,
+               "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib"))}
     p = procs.spawn(f"slurmd:{node}", argv, state_dir / "log" / f"slurmd-{node}.out", env,
                     state_dir)
     rec = _slurmd_record(state_dir, node)

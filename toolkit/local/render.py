@@ -48,13 +48,15 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         lines.append("")
         lines.append("# Scheduling/SlurmSettings/CustomSlurmSettings of the cluster config")
         lines += [f"{k}={v}" for k, v in plan.custom_settings]
+    lines += _task_prolog_lines(plan)
     lines.append("")
-    lines.append("# Nodes: one slurmd each on 127.0.0.1, each on its own port")
+    lines.append("# Nodes: one slurmd each on its own loopback address and port")
     for n in plan.nodes:
+        own = n.addr != "127.0.0.1"
         parts = [
             f"NodeName={n.name}",
-            f"NodeHostname={plan.hostname}",
-            "NodeAddr=127.0.0.1",
+            f"NodeHostname={n.host if own else plan.hostname}",
+            f"NodeAddr={n.addr}",
             f"Port={n.port}",
             f"CPUs={n.cpus}",
             f"RealMemory={n.real_memory_mib}",
@@ -199,3 +201,25 @@ def render_slurmdbd_conf(plan: TwinPlan, db_password: str) -> str:
 def render_cgroup_conf() -> str:
     # slurmd reads cgroup.conf if present; the twin uses no cgroup plugins
     return "# The twin uses proctrack/linuxproc and task/none: no cgroup plugins.\n"
+
+
+# ---- per-node addresses for jobs (toolkit/local/nodeaddr.py)
+def _task_prolog_lines(plan: TwinPlan) -> list[str]:
+    if all(n.addr == "127.0.0.1" for n in plan.nodes):
+        return []
+    return ["# every task speaks from its node's own address (toolkit/local/nodeaddr.py)",
+            f"TaskProlog={plan.etc}/task_prolog.sh"]
+
+
+def render_task_prolog(plan: TwinPlan, library: str) -> str:
+    """TaskProlog: export the node's address and the library that binds sockets to it.
+
+    Slurm reads ``export NAME=value`` lines from the prolog's output into the task's
+    environment (a task's environment is the job's, not its slurmd's).
+    """
+    lines = ["#!/bin/sh", "# rendered by pctk: each twin node's own loopback address",
+             'case "$SLURMD_NODENAME" in']
+    lines += [f"  {n.name}) echo export PCTK_NODE_ADDR={n.addr} ;;" for n in plan.nodes
+              if n.addr != "127.0.0.1"]
+    lines += ["  *) exit 0 ;;", "esac", f"echo export LD_PRELOAD={library}", ""]
+    return "\n".join(lines)

@@ -30,7 +30,7 @@ from typing import Any
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
-from toolkit.local import mariadb, mounts, power, procs
+from toolkit.local import faults, mariadb, mounts, nodeaddr, power, procs
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -45,6 +45,7 @@ from toolkit.local.render import (
     render_gres_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
+    render_task_prolog,
 )
 from toolkit.paths import DEFAULT_PRESET, config_or_preset, preset_path
 
@@ -76,6 +77,7 @@ class TwinStatus:
     mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # the power programs' latest steps (power-up, slurmd started, power-down, capacity faults)
     power_events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # faults.json: slow-net/slow-cpu (faults.py) and armed capacity faults (capacity.py)
     faults: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -412,6 +414,10 @@ class Twin:
         atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
         atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
         atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
+        if any(n.addr != "127.0.0.1" for n in plan.nodes):
+            lib = nodeaddr.build(s / "lib")
+            atomic_write_text(plan.etc / "task_prolog.sh", render_task_prolog(plan, str(lib)),
+                              0o755)
         if db_password is not None:
             atomic_write_text(plan.etc / "slurmdbd.conf",
                               render_slurmdbd_conf(plan, db_password), 0o600)
@@ -439,7 +445,8 @@ class Twin:
         self._write_files(plan, db_password)
         env = self._daemon_env()
         power.write_programs(s, plan.slurm_conf, {
-            n.name: f"{n.partition}/{n.compute_resource}" for n in plan.nodes}, env, boot_delay)
+            n.name: f"{n.partition}/{n.compute_resource}" for n in plan.nodes}, env, boot_delay,
+            addrs={n.name: n.addr for n in plan.nodes})
         # nodes start as slurm.conf says (cloud nodes, powered down) rather than as the last
         # run left them; jobs are kept, and operators' drains are applied again below
         for name in ("node_state", "node_state.old"):
@@ -471,6 +478,7 @@ class Twin:
         self._wait(lambda: self._run(["scontrol", "ping"]).stdout.find("UP") >= 0,
                    "slurmctld", p, timeout, str(ctld_log))
 
+        self._add_hosts_block(plan)
         static = [n for n in plan.nodes if n.static]
         progress(f"starting {len(static)} slurmd (static nodes; "
                  f"{len(plan.nodes) - len(static)} dynamic nodes are powered down)")
@@ -479,7 +487,6 @@ class Twin:
             p = power.start_slurmd(s, n.name, env, plan.slurm_conf)
             remember(p)
             slurmds.append((n, p))
-        self._add_hosts_block(plan)
 
         progress("waiting for nodes to be idle")
         self._wait_nodes_ready(plan, slurmds, drains, timeout, ctld_log)
@@ -624,12 +631,17 @@ class Twin:
         return (f"# BEGIN pctk twin {self.state_dir}", f"# END pctk twin {self.state_dir}")
 
     def _add_hosts_block(self, plan: TwinPlan) -> None:
-        """Make node names resolve to 127.0.0.1 (MASTER_ADDR from the node list works)."""
+        """Node names and host names resolve to the nodes' addresses (see plan.node_host).
+
+        MASTER_ADDR from the node list works; the host names must be written before the
+        slurmd resolve them at start.
+        """
         begin, end = self._hosts_markers()
-        names = [n.name for n in plan.nodes]
+        names = [(n.addr, n.name) for n in plan.nodes if n.addr == "127.0.0.1"]
         block = [begin] + [
-            "127.0.0.1 " + " ".join(names[i : i + 8]) for i in range(0, len(names), 8)
-        ] + [end]
+            "127.0.0.1 " + " ".join(name for _, name in names[i: i + 8])
+            for i in range(0, len(names), 8)
+        ] + [f"{n.addr} {n.host} {n.name}" for n in plan.nodes if n.addr != "127.0.0.1"] + [end]
         self._edit_hosts(lambda lines: self._strip_block(lines) + block)
 
     def _remove_hosts_block(self) -> None:
@@ -691,6 +703,8 @@ class Twin:
             state = self._load_state()
             ps = self._procs(state)
             running = [p for p in ps if procs.is_running(p)]
+            for kind in faults.clear(self.state_dir):
+                progress(f"cleared the {kind} fault")
             from toolkit.observe import stack  # Prometheus & co. started for this twin
 
             running_obs = stack.stop(self.state_dir, progress)

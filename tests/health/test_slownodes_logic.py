@@ -1,0 +1,194 @@
+"""The pairing and resolution logic of `pctk health slow-nodes`, on given bandwidths.
+
+The measure function here is a bandwidth table, not Slurm: the sweep's decisions (who is
+paired with whom, when a pair is slow, which node is blamed) are pure functions of the
+figures. The twin tests (tests/health/test_slownodes_twin.py) run the same code on real jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import PctkError
+from toolkit.health.slownodes import (
+    FAIL,
+    OK,
+    SLOW,
+    UNRESOLVED,
+    PairResult,
+    drain_slow,
+    exit_code,
+    run_sweep,
+    table_rows,
+)
+
+
+def _measure(speed: dict[str, float | None], calls: list[list[tuple[str, str]]]):
+    """A pair runs at its slower node's speed; None: the node never starts."""
+    def measure(rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        calls.append(pairs)
+        flat = [n for p in pairs for n in p]
+        assert len(flat) == len(set(flat)), "a node in two pairs of one round"
+        out = []
+        for a, b in pairs:
+            sa, sb = speed[a], speed[b]
+            if sa is None or sb is None:
+                out.append(PairResult(rnd, (a, b), None, "did not start"))
+            else:
+                out.append(PairResult(rnd, (a, b), min(sa, sb)))
+        return out
+    return measure
+
+
+def _nodes(n: int) -> list[str]:
+    return [f"n{i:02d}" for i in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("n", [4, 5, 8, 9, 16, 64, 512])
+@pytest.mark.parametrize("where", ["first", "last", "middle"])
+def test_one_slow_node_is_named_in_three_rounds(n, where):
+    # round 1 all pairs; rounds 2 and 3: the suspects with two different good partners
+    # (one more for 5 nodes: an odd node out and two suspects, but two good partners)
+    nodes = _nodes(n)
+    slow = {"first": nodes[0], "last": nodes[-1], "middle": nodes[n // 2]}[where]
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    speed[slow] = 0.05
+    calls: list[list[tuple[str, str]]] = []
+    r = run_sweep(nodes, _measure(speed, calls))
+    assert r.blamed == [slow]
+    assert r.verdict_of(slow).verdict == SLOW
+    assert r.rounds <= (4 if n == 5 else 3) <= 1 + math.ceil(math.log2(n)) == r.max_rounds
+    # N/2 tests, then per round the retests and as many control pairs: not N^2
+    assert sum(len(c) for c in calls) <= n // 2 + 12
+
+
+def test_no_fault_blames_no_one_and_takes_one_round():
+    nodes = _nodes(8)
+    # spread, but within 2x
+    speed: dict[str, float | None] = {x: 1.0 + 0.1 * i for i, x in enumerate(nodes)}
+    r = run_sweep(nodes, _measure(speed, []))
+    assert r.blamed == [] and r.rounds == 1 and exit_code(r) == 0
+
+
+def test_odd_node_out_is_tested_with_a_good_partner():
+    nodes = _nodes(7)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    calls: list[list[tuple[str, str]]] = []
+    r = run_sweep(nodes, _measure(speed, calls))
+    assert r.rounds == 2 and r.verdict_of("n07").verdict == OK
+    assert calls[1][0] == ("n07", "n01")  # then a control pair of good nodes
+
+
+def test_a_node_that_never_starts_fails_and_its_partner_is_cleared():
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    speed["n03"] = None
+    r = run_sweep(nodes, _measure(speed, []))
+    assert r.verdict_of("n03").verdict == FAIL and r.verdict_of("n04").verdict == OK
+    assert "did not start" in r.verdict_of("n03").evidence and exit_code(r) == 2
+
+
+def test_several_slow_nodes_take_more_rounds_within_the_limit():
+    # slow pairs must stay a minority: the median pair is the reference
+    nodes = _nodes(16)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    for x in ("n01", "n03", "n05"):
+        speed[x] = 0.1
+    r = run_sweep(nodes, _measure(speed, []))
+    assert sorted(r.blamed) == ["n01", "n03", "n05"]
+    assert r.rounds <= r.max_rounds
+
+
+def test_without_good_partners_suspects_stay_unresolved():
+    speed: dict[str, float | None] = {"a": 1.0, "b": 1.0, "c": 0.1, "d": 0.1}
+    # 2 pairs: (a,b) fast, (c,d) slow, a and b are good partners for c and d
+    r = run_sweep(["a", "b", "c", "d"], _measure(speed, []))
+    assert sorted(r.blamed) == ["c", "d"]
+    r = run_sweep(["a", "b", "c", "d"], _measure(speed, []), max_rounds=1)
+    assert {v.node: v.verdict for v in r.verdicts}["c"] == UNRESOLVED and exit_code(r) == 1
+
+
+def test_drain_names_the_figures_and_only_slow_nodes():
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 2.0 for x in nodes}
+    speed["n06"] = 0.02
+    r = run_sweep(nodes, _measure(speed, []))
+    drained: list[tuple[str, str]] = []
+    drain_slow(r, lambda n, why: drained.append((n, why)))
+    assert drained == [("n06", "pctk: slow-node: 0.02 GB/s vs median 2 GB/s")]
+    head, rows = table_rows(r)
+    assert head[:3] == ["node", "round 1", "round 2"] and head[-1] == "verdict"
+    row = next(x for x in rows if x[0] == "n06")
+    assert row[1] == "0.02 n05" and row[-1] == SLOW
+
+
+def test_drain_refuses_when_most_nodes_are_slow():
+    speed: dict[str, float | None] = {"a": 1.0, "b": 0.1, "c": 0.1, "d": 0.1, "e": 0.1,
+                                      "f": 1.0}
+    r = run_sweep(list(speed), _measure(speed, []))
+    drained: list[str] = []
+    drain_slow(r, lambda n, why: drained.append(n))
+    if len(r.blamed) * 2 > len(r.nodes):
+        assert drained == [] and r.drain_refused
+
+
+def test_too_few_nodes_is_an_input_error():
+    with pytest.raises(PctkError, match="at least 2"):
+        run_sweep(["a"], _measure({"a": 1.0}, []))
+
+
+def test_a_noisy_retest_is_not_blamed_without_confirmation():
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    speed["n08"] = 0.05
+    calls: list[list[tuple[str, str]]] = []
+    inner = _measure(speed, calls)
+    noisy = {"n07"}  # n07's first retest hits a busy moment; the second does not
+
+    def measure(rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        out = inner(rnd, pairs)
+        return [PairResult(p.round, p.nodes, 0.3) if rnd == 2 and p.nodes[0] in noisy else p
+                for p in out]
+
+    r = run_sweep(nodes, measure)
+    assert r.blamed == ["n08"] and r.verdict_of("n07").verdict == OK
+
+
+def test_retests_are_judged_against_control_pairs_of_the_same_round():
+    nodes = _nodes(8)
+    speed = {x: 1.0 for x in nodes}
+    speed["n02"] = 0.05
+
+    def measure(rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        # from round 2 on the whole machine runs at a fifth of round 1's speed (load)
+        scale = 1.0 if rnd == 1 else 0.2
+        return [PairResult(rnd, (a, b), min(speed[a], speed[b]) * scale) for a, b in pairs]
+
+    r = run_sweep(nodes, measure)
+    assert r.blamed == ["n02"], r.verdicts  # n01 is cleared: 0.2 is the load, not the node
+
+
+def test_pair_commands_for_both_methods(tmp_path):
+    from toolkit.health.slownodes import PairTest
+
+    torch_cmd = PairTest(size="4M", iters=3, python="/usr/bin/python3").command(tmp_path / "r")
+    assert torch_cmd.startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 /usr/bin/python3")
+    assert "--min-bytes 4M --max-bytes 4M --iters 3" in torch_cmd
+    # nccl-tests: the runner's srun line for 2 nodes x 8 GPUs (a stand-in binary: no GPUs here)
+    stand_in = tmp_path / "all_reduce_perf"
+    stand_in.write_text("#!/bin/sh\n")
+    stand_in.chmod(0o755)
+    cmd = PairTest(method="nccl-tests", size="1G", nccl_tests_dir=str(tmp_path)).command(
+        tmp_path / "unused.json")
+    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=8") and str(stand_in) in cmd
+    assert "-b 1G -e 1G" in cmd
+    # a real nccl-tests sendrecv log (tests/nccl/fixtures): its "Avg bus bandwidth" line
+    log = Path(__file__).parents[1] / "nccl" / "fixtures" / \
+        "13_nccl-tests-331-sendrecv-a100-nthread2-info.log"
+    gbps, err = PairTest(method="nccl-tests", collective="sendrecv").figure(tmp_path / "x", log)
+    assert (gbps, err) == (pytest.approx(24.3607), None)
+    gbps, err = PairTest(method="nccl-tests").figure(tmp_path / "x", tmp_path / "none.out")
+    assert gbps is None and err

@@ -1,0 +1,139 @@
+"""`pctk local fault`: real tc shaping and a real cgroup cpu quota on one twin node."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.twinutil import TwinHandle
+from toolkit.local import faults
+
+PCTK = str(Path(sys.executable).parent / "pctk")
+
+
+@pytest.fixture
+def faulty(twin: TwinHandle) -> Iterator[TwinHandle]:
+    """The session twin; every fault is cleared afterwards, even when the test fails."""
+    yield twin
+    faults.clear(twin.state_dir)
+
+
+def _pctk(twin: TwinHandle, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PCTK, "local", *args, "--state-dir", str(twin.state_dir)],
+                          capture_output=True, text=True, env=twin.env, timeout=60)
+
+
+def _throughput(addr: str, mib: int, seconds: float = 4.0) -> float:
+    """MB/s of one TCP stream from this process to a listener on ``addr`` (up to ``mib``)."""
+    srv = socket.socket()
+    srv.bind((addr, 0))
+    srv.listen(1)
+    got = [0]
+
+    def serve() -> None:
+        c, _ = srv.accept()
+        while (b := c.recv(1 << 20)):
+            got[0] += len(b)
+        c.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    c = socket.create_connection((addr, srv.getsockname()[1]))
+    data = b"x" * (1 << 20)
+    t0 = time.monotonic()
+    for _ in range(mib):
+        c.sendall(data)
+        if time.monotonic() - t0 > seconds:
+            break
+    c.close()
+    t.join()
+    srv.close()
+    return got[0] / 1e6 / (time.monotonic() - t0)
+
+
+def test_slow_net_shapes_only_that_nodes_address_and_clear_removes_it(faulty):
+    addrs = faults.node_addresses(faulty.state_dir)
+    slow, other = addrs["cpu-dy-c5-2"], addrs["cpu-dy-c5-3"]
+    assert slow != other and "127.0.0.1" not in (slow, other)
+    r = _pctk(faulty, "fault", "slow-net", "cpu-dy-c5-2", "--rate", "40mbit", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["addr"] == slow
+    shaped, neighbour = _throughput(slow, 40), _throughput(other, 400)
+    # 40 mbit/s = 5 MB/s (htb lets a burst through first); the neighbour runs at memory speed
+    assert shaped < 10, (shaped, neighbour)
+    assert neighbour > 10 * shaped, (shaped, neighbour)
+    filters = subprocess.run(["tc", "filter", "show", "dev", "lo"], capture_output=True,
+                             text=True).stdout
+    octets = [int(x) for x in slow.split(".")]
+    assert f"match {''.join(f'{o:02x}' for o in octets)}/ffffffff at 16" in filters
+    assert filters.count("match ") == 1  # only the faulty node's address
+    st = json.loads(_pctk(faulty, "status", "--json").stdout)
+    assert st["faults"]["slow-net"]["node"] == "cpu-dy-c5-2"
+    r = _pctk(faulty, "fault", "clear")
+    assert r.returncode == 0 and "slow-net" in r.stdout
+    assert "match" not in subprocess.run(["tc", "filter", "show", "dev", "lo"],
+                                         capture_output=True, text=True).stdout
+    assert _throughput(slow, 400) > 10 * shaped
+    assert json.loads(_pctk(faulty, "status", "--json").stdout)["faults"] == {}
+
+
+_SPIN = ("python3 -c 'import time\nt=time.time();n=0\nwhile time.time()-t<2: n+=1\n"
+         "import os;print(os.environ[\"SLURMD_NODENAME\"], n)'")
+
+
+def test_slow_cpu_throttles_that_nodes_jobs_only(faulty):
+    r = _pctk(faulty, "fault", "slow-cpu", "cpu-dy-c5-1", "--cpus", "0.1")
+    assert r.returncode == 0, r.stderr
+    state, out = faulty.run(f"srun {_SPIN}", "--nodes=2", "--ntasks-per-node=1",
+                            "--partition=cpu", "--nodelist=cpu-dy-c5-[1-2]")
+    assert state == "COMPLETED", out
+    counts = {line.split()[0]: int(line.split()[1]) for line in out.splitlines()
+              if line.startswith("cpu-dy-c5-")}
+    # a 0.1 CPU quota: about a tenth of the loop turns of the free node (allow 1/3)
+    assert counts["cpu-dy-c5-1"] * 3 < counts["cpu-dy-c5-2"], counts
+    assert "slow-cpu" in _pctk(faulty, "fault", "clear").stdout
+
+
+def test_bad_fault_input_is_one_line_and_exit_2(faulty):
+    r = _pctk(faulty, "fault", "slow-net", "no-such-node")
+    assert r.returncode == 2 and "no-such-node is not a node" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _pctk(faulty, "fault", "slow-net", "cpu-dy-c5-1", "--rate", "fast")
+    assert r.returncode == 2 and "is not a tc rate" in r.stderr
+    assert faults.active(faulty.state_dir) == {}
+
+
+def test_tc_support_names_what_the_kernel_offers():
+    line = faults.tc_support_line()
+    assert "htb" in line.split(";")[0]  # this kernel offers htb (and u32)
+
+
+def test_local_down_removes_every_fault():
+    import tempfile
+
+    from toolkit.local.twin import Twin
+
+    t = Twin(Path(tempfile.mkdtemp(prefix="pctk-fdown-", dir="/tmp")))
+    try:
+        t.up("p5-training", nodes=1, accounting=False)
+        net = faults.slow_net(t.state_dir, "cpu-dy-c5-1", "10mbit")
+        cpu = faults.slow_cpu(t.state_dir, "gpu-st-p5-1", 0.5)
+        assert Path(cpu["cgroup"]).is_dir()
+        assert net["classid"] in subprocess.run(["tc", "class", "show", "dev", "lo"],
+                                                capture_output=True, text=True).stdout
+        t.down()
+        assert faults.active(t.state_dir) == {}
+        assert not Path(cpu["cgroup"]).exists()
+        assert net["classid"] not in subprocess.run(["tc", "class", "show", "dev", "lo"],
+                                                    capture_output=True, text=True).stdout
+    finally:
+        faults.clear(t.state_dir)
+        t.down(purge=True)

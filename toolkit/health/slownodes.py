@@ -1,0 +1,440 @@
+"""Find the slow node: a pairwise bandwidth sweep that resolves slow pairs to nodes.
+
+One degraded node drags every collective to its speed, and a whole-cluster figure cannot
+say which. The sweep pairs the nodes (1-2, 3-4, ...) and runs a two-node bandwidth test on
+every pair at once (round 1). A pair below ``threshold`` x the median pair is slow; both of
+its nodes become suspects, and so does a node whose pair produced no figure. Each later
+round pairs every suspect with a node already measured fast (a known-good partner), all at
+once, so one round resolves as many suspects as there are good partners: a suspect that
+runs fast with a good partner was only paired with a slow node; one that is slow (or fails)
+with ``confirm`` (2) different good partners in turn is slow itself. Round 1 pairs are
+judged against round 1's median pair; retests against control pairs of good nodes run in
+the same round (the same load on a shared machine), so a noisy retest is not taken for a
+slow node. With s slow nodes among N the sweep takes 1 + confirm rounds while good
+partners suffice (3 for one slow node at any N; more when 2s approaches N/2), never more
+than ``max_rounds`` (default 1 + ceil(log2 N)); suspects still unresolved then are
+reported UNRESOLVED, not blamed.
+
+Verdicts: each node's figure is the best bandwidth it reached in any pair (a good node
+paired with a slow one is judged by its fast retest); the report sets it against the
+median of those figures. SLOW: slow with two known-good partners. FAIL: its pair jobs did
+not start or produced no figure, with two good partners (or Slurm has the node down).
+Only SLOW nodes are drained, with ``pctk: slow-node: <figure> vs median <figure>``; a
+sweep that finds more than half the nodes slow drains none (the reference itself is then
+in doubt).
+
+The test is pluggable: ``measure(round, pairs)`` returns one :class:`PairResult` per pair.
+:class:`SlurmPairs` submits one two-node job per pair (torch collectives over gloo on CPU
+nodes and the twin; nccl-tests on GPU nodes) and waits for all of them, cancelling any job
+still pending or running at the round's timeout (its pair then FAILs instead of hanging).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import benchmarks
+from toolkit.errors import PctkError
+
+REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
+OK, SLOW, FAIL, UNRESOLVED = "OK", "SLOW", "FAIL", "UNRESOLVED"
+DRAIN_PREFIX = "pctk: slow-node:"
+
+
+@dataclass(frozen=True)
+class PairResult:
+    round: int
+    nodes: tuple[str, str]
+    gbps: float | None  # None: no figure (did not start, failed, timed out)
+    error: str | None = None
+    job_id: str | None = None
+
+
+@dataclass
+class NodeVerdict:
+    node: str
+    verdict: str
+    gbps: float | None
+    ratio: float | None  # gbps / median
+    evidence: str
+
+
+@dataclass
+class SweepResult:
+    nodes: list[str]
+    threshold: float
+    rounds: int
+    max_rounds: int
+    median_gbps: float | None
+    pairs: list[PairResult]
+    verdicts: list[NodeVerdict]
+    drained: list[str] = field(default_factory=list)
+    drain_refused: str | None = None
+    wall_s: float = 0.0
+    method: str = ""
+
+    def verdict_of(self, node: str) -> NodeVerdict:
+        return next(v for v in self.verdicts if v.node == node)
+
+    @property
+    def blamed(self) -> list[str]:
+        return [v.node for v in self.verdicts if v.verdict in (SLOW, FAIL)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "slow-nodes", "method": self.method, "nodes": self.nodes,
+            "threshold": self.threshold, "rounds": self.rounds, "max_rounds": self.max_rounds,
+            "median_gbps": self.median_gbps, "wall_s": round(self.wall_s, 2),
+            "pairs": [{**asdict(p), "nodes": list(p.nodes)} for p in self.pairs],
+            "verdicts": [asdict(v) for v in self.verdicts],
+            "blamed": self.blamed, "drained": self.drained, "drain_refused": self.drain_refused,
+        }
+
+
+Measure = Callable[[int, list[tuple[str, str]]], list[PairResult]]
+
+
+def default_max_rounds(n: int) -> int:
+    return 1 + max(1, math.ceil(math.log2(max(2, n))))
+
+
+def fmt_gbps(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3g} GB/s"
+
+
+def drain_reason(v: NodeVerdict, median: float | None) -> str:
+    return f"{DRAIN_PREFIX} {fmt_gbps(v.gbps)} vs median {fmt_gbps(median)}"
+
+
+def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
+              max_rounds: int | None = None, down: dict[str, str] | None = None,
+              confirm: int = 2, progress: Callable[[str], None] = lambda _: None) -> SweepResult:
+    """Pair, measure, re-pair suspects with good nodes; judge each node (no Slurm here)."""
+    if not 0 < threshold < 1:
+        raise PctkError(f"threshold {threshold} must lie between 0 and 1")
+    t0 = time.monotonic()
+    down = dict(down or {})
+    live = [n for n in dict.fromkeys(nodes) if n not in down]
+    if len(live) < 2:
+        raise PctkError(f"a pairwise sweep needs at least 2 usable nodes (have {len(live)})",
+                        "name more nodes with --nodes or --partition")
+    limit = max_rounds or default_max_rounds(len(live))
+    pairs: list[PairResult] = []
+    good: set[str] = set()
+    slow_pairs: list[PairResult] = []
+
+    def median_pair() -> float | None:
+        # round 1 only: each node once; retests (mostly of slow nodes) would drag it down
+        figs = [p.gbps for p in pairs if p.gbps is not None and p.round == 1]
+        return statistics.median(figs) if figs else None
+
+    def is_fast(p: PairResult, ref: float | None) -> bool:
+        return p.gbps is not None and ref is not None and p.gbps >= threshold * ref
+
+    first = [(live[i], live[i + 1]) for i in range(0, len(live) - 1, 2)]
+    progress(f"round 1: {len(first)} pairs at once")
+    pairs += measure(1, first)
+    ref = median_pair()
+    pending: list[str] = [live[-1]] if len(live) % 2 else []
+    for p in pairs:
+        if is_fast(p, ref):
+            good.update(p.nodes)
+        else:
+            slow_pairs.append(p)
+            pending += list(p.nodes)
+    resolved: dict[str, tuple[str, list[PairResult]]] = {}  # node -> (SLOW|FAIL, evidence)
+    strikes: dict[str, list[PairResult]] = {}  # slow or failed with a known-good partner
+    rounds = 1
+    while pending and rounds < limit and good:
+        rounds += 1
+        free = sorted(good)
+        batch: list[tuple[str, str]] = []
+        for s in pending:
+            # a confirmation takes another partner than the first strike's
+            used = {x for p in strikes.get(s, []) for x in p.nodes}
+            g = next((x for x in free if x not in used), None)
+            if g is not None:
+                free.remove(g)
+                batch.append((s, g))
+        if not batch:
+            break
+        # control pairs of good nodes, run with the retests: the same load, the reference
+        controls = [(free[i], free[i + 1]) for i in range(0, len(free) - 1, 2)][:len(batch)]
+        progress(f"round {rounds}: {len(batch)} suspect(s) with known-good partners, "
+                 f"{len(controls)} control pair(s)")
+        results = measure(rounds, batch + controls)
+        pairs += results
+        ctrl = [r.gbps for r in results[len(batch):] if r.gbps is not None]
+        ref_now = statistics.median(ctrl) if ctrl else ref
+        for (s, _), r in zip(batch, results[:len(batch)], strict=True):
+            if is_fast(r, ref_now):
+                good.add(s)
+                strikes.pop(s, None)
+                pending.remove(s)
+                continue
+            strikes.setdefault(s, []).append(r)
+            if len(strikes[s]) >= confirm:
+                resolved[s] = (FAIL if r.gbps is None else SLOW, strikes[s])
+                pending.remove(s)
+    return _judge(live, down, pairs, resolved, pending, threshold, rounds, limit,
+                  time.monotonic() - t0)
+
+
+def _judge(live: list[str], down: dict[str, str], pairs: list[PairResult],
+           resolved: dict[str, tuple[str, list[PairResult]]], pending: list[str],
+           threshold: float,
+           rounds: int, limit: int, wall: float) -> SweepResult:
+    best: dict[str, float] = {}
+    for p in pairs:
+        if p.gbps is None:
+            continue
+        for n in p.nodes:
+            best[n] = max(best.get(n, 0.0), p.gbps)
+    median = statistics.median(best.values()) if best else None
+    verdicts: list[NodeVerdict] = []
+    for n in live:
+        fig = best.get(n)
+        ratio = fig / median if fig is not None and median else None
+        if n in resolved:
+            kind, evidence = resolved[n]
+            why = "; ".join(
+                (f"{fmt_gbps(ev.gbps)} with known-good " if ev.gbps is not None else
+                 f"no figure ({ev.error}) with known-good ")
+                + f"{next(x for x in ev.nodes if x != n)} (round {ev.round})"
+                for ev in evidence) + f"; median {fmt_gbps(median)}"
+            verdicts.append(NodeVerdict(n, kind, fig, ratio, why))
+        elif n in pending:
+            verdicts.append(NodeVerdict(n, UNRESOLVED, fig, ratio,
+                                        "in a slow or failed pair; no known-good partner or "
+                                        f"rounds left ({rounds}/{limit})"))
+        else:
+            verdicts.append(NodeVerdict(n, OK, fig, ratio, f"best {fmt_gbps(fig)}"))
+    for n, why in down.items():
+        verdicts.append(NodeVerdict(n, FAIL, None, None, f"Slurm: {why}"))
+    return SweepResult(nodes=[*live, *down], threshold=threshold, rounds=rounds,
+                       max_rounds=limit, median_gbps=median, pairs=pairs, verdicts=verdicts,
+                       wall_s=wall)
+
+
+def drain_slow(result: SweepResult, drain: Callable[[str, str], None]) -> None:
+    """Drain the SLOW nodes (never more than half the sweep: then the median is in doubt)."""
+    slow = [v for v in result.verdicts if v.verdict == SLOW]
+    if len(slow) * 2 > len(result.nodes):
+        result.drain_refused = (f"{len(slow)} of {len(result.nodes)} nodes slow: the median "
+                                "is no reference; nothing drained")
+        return
+    for v in slow:
+        drain(v.node, drain_reason(v, result.median_gbps))
+        result.drained.append(v.node)
+
+
+# ---------------------------------------------------------------- Slurm pair jobs
+@dataclass
+class PairTest:
+    """What one pair job runs; ``torch`` (collectives over gloo/NCCL) or ``nccl-tests``."""
+    method: str = "torch"
+    collective: str = "all_reduce"
+    size: str = "8M"
+    iters: int = 10
+    warmup: int = 2
+    python: str = sys.executable
+    gpus_per_node: int = 8
+    nccl_tests_dir: str | None = None
+
+    def command(self, out: Path) -> str:
+        if self.method == "torch":
+            argv = [self.python, "-m", "benchmarks.collectives", "--ops", self.collective,
+                    "--min-bytes", self.size, "--max-bytes", self.size, "--iters",
+                    str(self.iters), "--warmup", str(self.warmup), "--out", str(out)]
+            # a failed rank ends the pair at once rather than leaving its partner waiting
+            return "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + shlex.join(argv)
+        from toolkit.nccl.runner import LaunchSpec, build_command, find_binary
+
+        spec = LaunchSpec(collective=self.collective, nodes=2, gpus_per_node=self.gpus_per_node,
+                          min_bytes=self.size, max_bytes=self.size, iters=self.iters,
+                          warmup=self.warmup)
+        return shlex.join(build_command(spec, find_binary(self.collective,
+                                                          self.nccl_tests_dir)))
+
+    def figure(self, out: Path, log: Path) -> tuple[float | None, str | None]:
+        """(bus bandwidth GB/s, error) read from the pair's record or nccl-tests log."""
+        if self.method == "torch":
+            try:
+                blocks = json.loads(out.read_text())["metrics"]["collectives"]
+                value = blocks[0].get("avg_busbw_gbps")
+                return (float(value), None) if value is not None else (None, "no busbw")
+            except (OSError, ValueError, KeyError, IndexError, TypeError):
+                return None, _tail(log) or "no record written"
+        from toolkit.nccl.parse import parse_nccl_file
+
+        try:
+            runs = parse_nccl_file(log, collective=self.collective)
+        except (OSError, PctkError) as exc:
+            return None, str(exc)[:160]
+        figs = [r.avg_busbw_gbps for r in runs if r.avg_busbw_gbps is not None]
+        return (figs[-1], None) if figs else (None, _tail(log) or "no nccl-tests output")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, n: int = 1) -> str:
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])[:200]
+
+
+@dataclass
+class SlurmPairs:
+    """Runs each round's pairs as concurrent two-node Slurm jobs (toolkit/submit/slurm.py)."""
+    test: PairTest
+    workdir: Path
+    partition: str | None = None
+    timeout: float = 300.0
+    poll: float = 1.0
+    job_ids: list[str] = field(default_factory=list)
+
+    def __call__(self, rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        from toolkit.health import slurmops
+        from toolkit.submit import slurm
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        jobs: list[tuple[tuple[str, str], str | None, Path, Path, str | None]] = []
+        minutes = max(2, math.ceil(self.timeout / 60) + 1)
+        for a, b in pairs:
+            stem = f"r{rnd}-{a}-{b}"
+            out, log = self.workdir / f"{stem}.json", self.workdir / f"{stem}.out"
+            out.unlink(missing_ok=True)
+            # a rendezvous port of its own: benchmarks.distenv derives one from the job id,
+            # and twins on one machine (each counting jobs from 1) would share it
+            export = "ALL" if self.test.method != "torch" else f"ALL,MASTER_PORT={_free_port()}"
+            args = ["--nodes=2", f"--nodelist={a},{b}", "--ntasks-per-node=1",
+                    f"--job-name=pctk-slow-{stem}", f"--output={log}", f"--time={minutes}",
+                    f"--chdir={REPO_ROOT}", f"--export={export}", "--wrap",
+                    self.test.command(out)]
+            if self.partition:
+                args.insert(0, f"--partition={self.partition}")
+            try:
+                jid: str | None = slurm.sbatch(args)
+                err = None
+            except PctkError as exc:
+                jid, err = None, exc.one_line()
+            if jid:
+                self.job_ids.append(jid)
+            jobs.append(((a, b), jid, out, log, err))
+        states: dict[str, str] = {}
+        deadline = time.monotonic() + self.timeout
+        while True:
+            for _, jid, *_ in jobs:
+                if jid and not states.get(jid, "").startswith(slurm.TERMINAL):
+                    states[jid] = slurm.job_state(jid) or "UNKNOWN"
+            if all(not jid or states[jid].startswith(slurm.TERMINAL) for _, jid, *_ in jobs):
+                break
+            if time.monotonic() > deadline:
+                for _, jid, *_ in jobs:
+                    if jid and not states[jid].startswith(slurm.TERMINAL):
+                        slurmops.cancel(jid)
+                        states[jid] = f"no result within {self.timeout:g} s " \
+                                      f"(was {states[jid]}): cancelled"
+                break
+            time.sleep(self.poll)
+        results = []
+        for nodes, jid, out, log, err in jobs:
+            if jid is None:
+                results.append(PairResult(rnd, nodes, None, err, None))
+                continue
+            gbps, why = self.test.figure(out, log)
+            st = states[jid]
+            if gbps is not None and st.startswith("COMPLETED"):
+                results.append(PairResult(rnd, nodes, gbps, None, jid))
+            else:
+                results.append(PairResult(rnd, nodes, None, f"{st}: {why or ''}".strip(": "),
+                                          jid))
+        return results
+
+
+# ---------------------------------------------------------------- report
+def table_rows(result: SweepResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the node x round table (cell: bandwidth and partner)."""
+    head = ["node", *[f"round {r}" for r in range(1, result.rounds + 1)], "best", "vs median",
+            "verdict"]  # a round's cell: GB/s and the partner
+    rows = []
+    for v in result.verdicts:
+        cells = []
+        for r in range(1, result.rounds + 1):
+            mine = [p for p in result.pairs if p.round == r and v.node in p.nodes]
+            if not mine:
+                cells.append("")
+                continue
+            p = mine[0]
+            partner = next(x for x in p.nodes if x != v.node)
+            cells.append(f"{f'{p.gbps:.3g}' if p.gbps is not None else 'FAIL'} {partner}")
+        ratio = f"{v.ratio:.2f}x" if v.ratio is not None else "-"
+        rows.append([v.node, *cells, fmt_gbps(v.gbps), ratio, v.verdict])
+    return head, rows
+
+
+def print_report(result: SweepResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    head, rows = table_rows(result)
+    t = Table(*head, box=None, pad_edge=False)
+    colour = {OK: "green", SLOW: "red", FAIL: "red", UNRESOLVED: "yellow"}
+    for row in rows:
+        t.add_row(*row[:-1], f"[{colour.get(row[-1], 'white')}]{row[-1]}[/]")
+    console.print(t)
+    console.print(f"{len(result.nodes)} nodes, {result.rounds} round(s) of pairs (at most "
+                  f"{result.max_rounds}), median {fmt_gbps(result.median_gbps)}, slow below "
+                  f"{result.threshold:g} x median, {result.wall_s:.1f} s", highlight=False)
+    for v in result.verdicts:
+        if v.verdict != OK:
+            console.print(f"{v.verdict} {v.node}: {v.evidence}", highlight=False)
+    if result.drained:
+        console.print(f"drained: {', '.join(result.drained)}", highlight=False)
+    if result.drain_refused:
+        console.print(f"[yellow]{result.drain_refused}[/]")
+
+
+def exit_code(result: SweepResult) -> int:
+    """Nagios codes as `pctk health run`: 2 a node SLOW or FAIL, 1 UNRESOLVED, else 0."""
+    kinds = {v.verdict for v in result.verdicts}
+    return 2 if kinds & {SLOW, FAIL} else 1 if UNRESOLVED in kinds else 0
+
+
+def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
+                    workdir: Path, threshold: float, max_rounds: int | None, timeout: float,
+                    drain: bool, progress: Callable[[str], None]) -> SweepResult:
+    """The Slurm side: choose the nodes, set aside those Slurm has down, sweep, drain."""
+    from toolkit.health import slurmops
+    from toolkit.health.inventory import read_nodes, select_nodes
+
+    chosen = select_nodes(read_nodes(), nodes, partition)
+    down = {n.name: f"{n.state} ({n.reason})" for n in chosen
+            if not n.responsive or n.powered_down}
+    runner = SlurmPairs(test=test, workdir=workdir, partition=partition, timeout=timeout)
+    result = run_sweep([n.name for n in chosen], runner, threshold=threshold,
+                       max_rounds=max_rounds, down=down, progress=progress)
+    result.method = test.method
+    if drain:
+        drain_slow(result, slurmops.drain)
+    return result

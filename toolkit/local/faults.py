@@ -1,0 +1,355 @@
+"""Degrade one twin node on purpose: a slow link (``tc``) or a slow CPU (cgroup cpu quota).
+
+Real clusters lose whole-job speed to one bad node; the twin can hold one so the slow-node
+sweep and the straggler report are tested against real mechanisms on real processes:
+
+- ``slow-net NODE --rate R``: an ``htb`` class of rate R on ``lo`` with a ``u32`` filter on
+  the node's own destination address (each twin node has one, see ``plan.node_address``).
+  Only packets *to* that address are shaped; unclassified traffic bypasses htb unshaped, so
+  every other node (and every other twin) keeps full speed. ``netem``/``flower`` are not
+  used: many sandboxed kernels lack them (the error lists what the kernel offers).
+- ``slow-cpu NODE --cpus F``: the node's slurmd goes into its own cpu cgroup with a CFS quota
+  of F CPUs. The twin runs ``proctrack/linuxproc`` (no Slurm cgroups), so every slurmstepd
+  and job task the slurmd forks from then on is born in that cgroup and shares the quota;
+  processes of jobs already running are moved in too. cgroup v1 ``cpu.cfs_quota_us`` or
+  cgroup v2 ``cpu.max``, whichever the host has.
+
+State lives in ``faults.json`` in the twin's folder, keyed by kind (one fault per kind);
+``clear`` (and ``pctk local down``) undoes every fault recorded there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import PctkError
+
+KINDS = ("slow-net", "slow-cpu")
+CGROUP_ROOT = Path(os.environ.get("PCTK_CGROUP_ROOT", "/sys/fs/cgroup"))
+DEV = "lo"
+_RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$", re.IGNORECASE)
+# a short period spreads the quota evenly (1 ms, the smallest quota, is then 0.05 CPU)
+CFS_PERIOD_US = 20_000
+
+
+def _state_file(state_dir: Path) -> Path:
+    return state_dir / "faults.json"
+
+
+def active(state_dir: Path) -> dict[str, dict[str, Any]]:
+    """The faults recorded for this twin, keyed by kind."""
+    try:
+        data = json.loads(_state_file(state_dir).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {k: v for k, v in data.items() if k in KINDS and isinstance(v, dict)} \
+        if isinstance(data, dict) else {}
+
+
+def _save(state_dir: Path, faults: dict[str, dict[str, Any]]) -> None:
+    """Write this module's kinds; other kinds in the file (armed ICE faults) stay."""
+    from toolkit.local import capacity
+
+    with capacity.faults(state_dir) as data:
+        for kind in KINDS:
+            data.pop(kind, None)
+        data.update(faults)
+
+
+# ---------------------------------------------------------------- twin facts
+def node_addresses(state_dir: Path) -> dict[str, str]:
+    """Node name -> NodeAddr, from the twin's rendered slurm.conf."""
+    conf = state_dir / "etc" / "slurm.conf"
+    try:
+        text = conf.read_text()
+    except OSError:
+        raise PctkError(f"no twin configuration in {state_dir}", "start it with `pctk local up`")\
+            from None
+    out: dict[str, str] = {}
+    for m in re.finditer(r"^NodeName=(\S+) .*?NodeAddr=(\S+)", text, re.MULTILINE):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def _slurmd_pid(state_dir: Path, node: str) -> int:
+    try:
+        state = json.loads((state_dir / "twin.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        state = {}
+    for p in state.get("procs") or []:
+        if p.get("name") == f"slurmd:{node}" and Path(f"/proc/{p.get('pid')}").exists():
+            return int(p["pid"])
+    raise PctkError(f"the slurmd of {node} is not running", "start the twin: `pctk local up`")
+
+
+def _check_node(state_dir: Path, node: str) -> str:
+    addrs = node_addresses(state_dir)
+    if node not in addrs:
+        raise PctkError(f"{node} is not a node of the twin in {state_dir}",
+                        f"nodes: {', '.join(sorted(addrs)) or 'none'}")
+    return addrs[node]
+
+
+# ---------------------------------------------------------------- tc
+_held: list[bool] = []
+
+
+@contextlib.contextmanager
+def _tc_lock() -> Iterator[None]:
+    """lo's qdisc tree is shared by every twin on the machine: change it one at a time.
+
+    Re-entrant within this process (an error message probes what the kernel offers)."""
+    import fcntl
+    import tempfile
+
+    if _held:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "pctk-tc.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _held.append(True)
+        try:
+            yield
+        finally:
+            _held.clear()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _tc(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        r = subprocess.run(["tc", *args], capture_output=True, text=True, timeout=15)
+    except FileNotFoundError:
+        raise PctkError("tc not found", "apt-get install -y iproute2 (or `make deps`)") from None
+    if check and r.returncode != 0:
+        said = ((r.stderr or r.stdout).strip().splitlines() or ["failed"])[0][:160]
+        raise PctkError(f"tc {' '.join(args)}: {said}",
+                        "shaping needs root and a kernel with htb and u32: "
+                        f"{tc_support_line()}")
+    return r
+
+
+def tc_support() -> dict[str, bool]:
+    with _tc_lock():
+        return _probe_tc()
+
+
+def _probe_tc() -> dict[str, bool]:
+    """Which qdiscs and filters this kernel offers, probed on ``lo`` without touching traffic.
+
+    Probes hang under a scratch htb class that no packet is sent to (the u32/flower probes
+    match 127.255.255.254, an address nothing uses), and are removed again; lo's own traffic
+    passes the root htb unclassified, as with no qdisc at all.
+    """
+    kinds: dict[str, bool] = {}
+    made_root = "qdisc htb 1: root" not in _tc("qdisc", "show", "dev", DEV, check=False).stdout
+    if made_root and _tc("qdisc", "add", "dev", DEV, "root", "handle", "1:", "htb",
+                         check=False).returncode != 0:
+        return {"htb": False}
+    kinds["htb"] = True
+    scratch = "1:fffe"
+    _tc("class", "add", "dev", DEV, "parent", "1:", "classid", scratch, "htb", "rate", "1mbit",
+        check=False)
+    for kind in ("netem", "tbf", "prio", "fq_codel"):
+        extra = ["rate", "1mbit", "burst", "32k", "latency", "50ms"] if kind == "tbf" else []
+        r = _tc("qdisc", "add", "dev", DEV, "parent", scratch, "handle", "fffe:", kind, *extra,
+                check=False)
+        kinds[kind] = r.returncode == 0
+        _tc("qdisc", "del", "dev", DEV, "parent", scratch, check=False)
+    for filt, match in (("u32", ["match", "ip", "dst", "127.255.255.254/32"]),
+                        ("flower", ["dst_ip", "127.255.255.254"])):
+        r = _tc("filter", "add", "dev", DEV, "parent", "1:", "protocol", "ip", "prio", "65534",
+                filt, *match, "flowid", scratch, check=False)
+        kinds[filt] = r.returncode == 0
+        _tc("filter", "del", "dev", DEV, "parent", "1:", "prio", "65534", check=False)
+    _tc("class", "del", "dev", DEV, "classid", scratch, check=False)
+    if made_root and not _tc("class", "show", "dev", DEV, check=False).stdout.strip():
+        _tc("qdisc", "del", "dev", DEV, "root", check=False)
+    return kinds
+
+
+def tc_support_line() -> str:
+    try:
+        s = tc_support()
+    except PctkError:
+        return "tc is missing"
+    have = [k for k, v in s.items() if v]
+    lack = [k for k, v in s.items() if not v]
+    return f"this kernel offers {', '.join(have) or 'none'}; lacks {', '.join(lack) or 'none'}"
+
+
+def _ensure_root_htb() -> None:
+    shown = _tc("qdisc", "show", "dev", DEV).stdout
+    if "qdisc htb 1: root" in shown:
+        return
+    if "root" in shown and "noqueue" not in shown:
+        raise PctkError(f"{DEV} already has a root qdisc not made by pctk: {shown.strip()[:120]}",
+                        f"remove it: tc qdisc del dev {DEV} root")
+    # no `default`: unclassified traffic goes straight through htb, unshaped
+    r = _tc("qdisc", "add", "dev", DEV, "root", "handle", "1:", "htb", check=False)
+    if r.returncode != 0:
+        raise PctkError(f"cannot add an htb qdisc on {DEV}: {r.stderr.strip()[:160]}",
+                        f"slow-net needs root, htb and u32 filters; {tc_support_line()}")
+
+
+def _minor(addr: str) -> int:
+    """htb class minor (and filter prio) from the address: unique per running twin node."""
+    c, d = (int(x) for x in addr.split(".")[2:])
+    return min(0xFFFD, max(2, (c << 8) | d))  # 0xfffe: tc_support's scratch class
+
+
+def shape(addr: str, rate: str) -> dict[str, Any]:
+    with _tc_lock():
+        return _shape(addr, rate)
+
+
+def _shape(addr: str, rate: str) -> dict[str, Any]:
+    minor = _minor(addr)
+    _ensure_root_htb()
+    classid = f"1:{minor:x}"
+    _tc("class", "add", "dev", DEV, "parent", "1:", "classid", classid, "htb", "rate", rate,
+        "ceil", rate)
+    r = _tc("filter", "add", "dev", DEV, "parent", "1:", "protocol", "ip", "prio", str(minor),
+            "u32", "match", "ip", "dst", f"{addr}/32", "flowid", classid, check=False)
+    if r.returncode != 0:
+        _tc("class", "del", "dev", DEV, "classid", classid, check=False)
+        raise PctkError(f"cannot add a u32 filter on {DEV}: {r.stderr.strip()[:160]}",
+                        f"slow-net needs a u32 filter; {tc_support_line()}")
+    return {"addr": addr, "rate": rate, "classid": classid, "prio": minor, "dev": DEV}
+
+
+def unshape(fault: dict[str, Any]) -> None:
+    with _tc_lock():
+        _unshape(fault)
+
+
+def _unshape(fault: dict[str, Any]) -> None:
+    dev = str(fault.get("dev", DEV))
+    _tc("filter", "del", "dev", dev, "parent", "1:", "prio", str(fault["prio"]), check=False)
+    _tc("class", "del", "dev", dev, "classid", str(fault["classid"]), check=False)
+    # the root htb goes when no class is left (another twin may still shape its own node)
+    if not _tc("class", "show", "dev", dev, check=False).stdout.strip():
+        _tc("qdisc", "del", "dev", dev, "root", check=False)
+
+
+# ---------------------------------------------------------------- cgroups
+def cgroup_layout() -> tuple[str, Path]:
+    """("v1", <cpu controller mount>) or ("v2", <unified root>); PctkError when neither."""
+    v1 = CGROUP_ROOT / "cpu"
+    if (v1 / "cpu.cfs_quota_us").exists():
+        return "v1", v1
+    controllers = CGROUP_ROOT / "cgroup.controllers"
+    if controllers.exists() and "cpu" in controllers.read_text().split():
+        return "v2", CGROUP_ROOT
+    raise PctkError(f"no cgroup cpu controller under {CGROUP_ROOT}",
+                    "slow-cpu needs cgroup v1 `cpu` (cfs quota) or cgroup v2 `cpu.max`")
+
+
+def _descendants(root_pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _move(procs_file: Path, pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):  # exited meanwhile
+            procs_file.write_text(f"{pid}\n")
+
+
+def throttle(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
+    version, base = cgroup_layout()
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"pctk-{state_dir.name}-{node}")
+    group = base / name
+    try:
+        group.mkdir(exist_ok=True)
+        quota = int(cpus * CFS_PERIOD_US)
+        if version == "v1":
+            (group / "cpu.cfs_period_us").write_text(f"{CFS_PERIOD_US}\n")
+            (group / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        else:
+            (group / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}\n")
+    except OSError as exc:
+        raise PctkError(f"cannot set a cpu quota in {group}: {exc.strerror}",
+                        "slow-cpu needs root and a writable cgroup cpu controller") from None
+    # the slurmd and everything it started; what it forks later is born in the group
+    _move(group / "cgroup.procs", _descendants(_slurmd_pid(state_dir, node)))
+    return {"cgroup": str(group), "version": version, "cpus": cpus, "quota_us": quota,
+            "period_us": CFS_PERIOD_US}
+
+
+def unthrottle(fault: dict[str, Any]) -> None:
+    group = Path(str(fault["cgroup"]))
+    parent = group.parent
+    try:
+        pids = [int(x) for x in (group / "cgroup.procs").read_text().split()]
+    except OSError:
+        return
+    _move(parent / "cgroup.procs", pids)
+    with contextlib.suppress(OSError):  # a process raced in: the next clear removes it
+        group.rmdir()
+
+
+# ---------------------------------------------------------------- commands
+def slow_net(state_dir: Path, node: str, rate: str) -> dict[str, Any]:
+    if not _RATE.match(rate):
+        raise PctkError(f"--rate {rate!r} is not a tc rate",
+                        "use a number with bit, kbit, mbit, gbit or bps, kbps, mbps (bytes/s)")
+    addr = _check_node(state_dir, node)
+    if addr == "127.0.0.1":
+        raise PctkError(f"{node} shares 127.0.0.1 with every node: its link cannot be shaped alone",
+                        "start the twin as root (each node then gets its own address)")
+    faults = active(state_dir)
+    if "slow-net" in faults:
+        unshape(faults.pop("slow-net"))
+    fault = {"node": node, **shape(addr, rate)}
+    faults["slow-net"] = fault
+    _save(state_dir, faults)
+    return fault
+
+
+def slow_cpu(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
+    if not 0.05 <= cpus <= 64:
+        raise PctkError(f"--cpus {cpus} is out of range", "give a fraction of a CPU, 0.05-64")
+    _check_node(state_dir, node)
+    faults = active(state_dir)
+    if "slow-cpu" in faults:
+        unthrottle(faults.pop("slow-cpu"))
+    fault = {"node": node, **throttle(state_dir, node, cpus)}
+    faults["slow-cpu"] = fault
+    _save(state_dir, faults)
+    return fault
+
+
+def clear(state_dir: Path) -> list[str]:
+    """Undo every recorded fault; returns the kinds removed."""
+    faults = active(state_dir)
+    for kind, fault in faults.items():
+        if kind == "slow-net":
+            unshape(fault)
+        elif kind == "slow-cpu":
+            unthrottle(fault)
+    if faults or _state_file(state_dir).exists():
+        _save(state_dir, {})
+    from toolkit.local import capacity
+
+    return sorted([*faults, *(["ice"] if capacity.clear(state_dir) else [])])
