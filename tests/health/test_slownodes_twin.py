@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.local import faults
+from tests.conftest import session_config
+from toolkit.local import faults, power
 from toolkit.local.twin import Twin
 
 PCTK = str(Path(sys.executable).parent / "pctk")
@@ -32,7 +33,11 @@ def twin8() -> Iterator[tuple[Twin, dict[str, str]]]:
     state = Path(tempfile.mkdtemp(prefix="pctk-slow-", dir="/tmp"))
     t = Twin(state)
     try:
-        t.up("p5-training", nodes=8, accounting=False)
+        # dynamic nodes start powered down: power the 8 up once and keep them up (a long
+        # ScaledownIdletime), so each sweep measures links, not boots
+        t.up(session_config(Path(tempfile.mkdtemp(prefix="pctk-slowcfg-", dir="/tmp"))),
+             nodes=8, accounting=False)
+        t.power_up(NODES, timeout=180)
         yield t, {**os.environ, **t.env()}
     finally:
         t.down(purge=True)
@@ -123,8 +128,9 @@ def test_a_node_that_cannot_start_fails_instead_of_hanging(slow_twin):
     t, env, work = slow_twin
     # slurmd of c5-2 stopped: Slurm still lists the node until it misses its pings, so
     # the pair job cannot start; the sweep must give up at its timeout, not wait forever
-    state = json.loads((t.state_dir / "twin.json").read_text())
-    pid = next(p["pid"] for p in state["procs"] if p["name"] == "slurmd:cpu-dy-c5-2")
+    slurmd = power.recorded_slurmd(t.state_dir, "cpu-dy-c5-2")
+    assert slurmd is not None
+    pid = slurmd.pid
     os.kill(pid, 19)  # SIGSTOP: the node stops answering (resumed below)
     try:
         r = subprocess.run([PCTK, "health", "slow-nodes", "--nodes", "cpu-dy-c5-[1-4]",

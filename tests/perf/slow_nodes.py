@@ -68,6 +68,7 @@ def main() -> None:
             twin.up(config_with(n, folder), accounting=False)
             os.environ.update(twin.env())
             nodes = [f"cpu-dy-c5-{i}" for i in range(1, n + 1)]
+            twin.power_up(nodes, timeout=300)  # dynamic nodes start powered down
             slow = nodes[-1]
             faults.slow_net(twin.state_dir, slow, args.rate)
             t0 = time.perf_counter()

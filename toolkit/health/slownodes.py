@@ -127,8 +127,10 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
     down = dict(down or {})
     live = [n for n in dict.fromkeys(nodes) if n not in down]
     if len(live) < 2:
-        raise PctkError(f"a pairwise sweep needs at least 2 usable nodes (have {len(live)})",
-                        "name more nodes with --nodes or --partition")
+        raise PctkError(f"a pairwise sweep needs at least 2 usable nodes (have {len(live)}; "
+                        f"set aside: {len(down)} down or powered down)",
+                        "name more nodes with --nodes or --partition; powered-down dynamic "
+                        "nodes (idle~) are not launched for a sweep: run a job on them first")
     limit = max_rounds or default_max_rounds(len(live))
     pairs: list[PairResult] = []
     good: set[str] = set()

@@ -79,6 +79,11 @@ def node_addresses(state_dir: Path) -> dict[str, str]:
 
 
 def _slurmd_pid(state_dir: Path, node: str) -> int:
+    from toolkit.local import power, procs
+
+    # the slurmd the twin (static nodes) or its power programs (dynamic nodes) started
+    if (rec := power.recorded_slurmd(state_dir, node)) is not None and procs.is_running(rec):
+        return rec.pid
     try:
         state = json.loads((state_dir / "twin.json").read_text())
     except (OSError, json.JSONDecodeError):
@@ -86,7 +91,9 @@ def _slurmd_pid(state_dir: Path, node: str) -> int:
     for p in state.get("procs") or []:
         if p.get("name") == f"slurmd:{node}" and Path(f"/proc/{p.get('pid')}").exists():
             return int(p["pid"])
-    raise PctkError(f"the slurmd of {node} is not running", "start the twin: `pctk local up`")
+    raise PctkError(f"the slurmd of {node} is not running",
+                    "start the twin (`pctk local up`); a powered-down dynamic node (idle~) "
+                    "runs once a job needs it")
 
 
 def _check_node(state_dir: Path, node: str) -> str:
