@@ -260,3 +260,16 @@ def test_a_report_of_1000_records_renders_in_chromium_with_trend_plots(tmp_path:
     assert result["faults"] == [] and len(result["images"]) == 20
     for image in result["images"]:
         assert image["complete"] and image["width"] > 0 and image["height"] > 0, image
+
+
+def test_trend_refuses_an_unknown_kind_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pctk = Path(sys.executable).parent / "pctk"
+    r = subprocess.run([str(pctk), "results", "trend", "--kind", "nccl", "--db",
+                        str(tmp_path / "r.db")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.splitlines() == [
+        "pctk: error: unknown --kind 'nccl'; fix: use one of: nccl-tests, collectives, fsdp, "
+        "storage, health"]

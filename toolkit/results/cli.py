@@ -83,7 +83,8 @@ def summary(record: dict[str, Any], baseline_ids: set[str]) -> dict[str, Any]:
 
 @app.command("list")
 def list_results(
-    kind: str | None = typer.Option(None, "--kind", help="nccl-tests, collectives, fsdp, health."),
+    kind: str | None = typer.Option(None, "--kind",
+                                    help="nccl-tests, collectives, fsdp, storage, health."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
@@ -354,7 +355,8 @@ def _value(value: float | str) -> str:
 
 @app.command("trend")
 def trend(
-    kind: str | None = typer.Option(None, "--kind", help="nccl-tests, collectives, fsdp, health."),
+    kind: str | None = typer.Option(None, "--kind",
+                                    help="nccl-tests, collectives, fsdp, storage, health."),
     metric: str | None = typer.Option(
         None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count."),
     cluster: str | None = typer.Option(None, "--cluster"),
@@ -365,7 +367,10 @@ def trend(
 ) -> None:
     """Each figure over time per cluster / instance type / node count, with change points."""
     from toolkit.results.history import describe_change_point, load_series, trend_json
+    from toolkit.results.trend import TREND_KINDS
 
+    if kind is not None and kind not in TREND_KINDS:
+        raise PctkError(f"unknown --kind {kind!r}", f"use one of: {', '.join(TREND_KINDS)}")
     since_iso = parse_since(since) if since else None
     with open_store(db) as store:
         data = trend_json(load_series(store, kind, cluster, instance_type, since_iso, metric))

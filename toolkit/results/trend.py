@@ -28,6 +28,8 @@ from toolkit.results.store import group_key
 # Software a change in performance is usually traced to (record["software"] keys).
 # GB/s of the benchmark's checkpoint save and load (averaged over its saves).
 STORAGE_METRICS = ("checkpoint_save_gbps", "checkpoint_load_gbps")
+# the record kinds that have trend figures (record_figures)
+TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health")
 SOFTWARE_KEYS = ("nccl", "aws_ofi_nccl", "efa", "libfabric", "driver", "cuda_driver", "cuda",
                  "torch")
 
