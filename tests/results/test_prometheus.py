@@ -83,3 +83,18 @@ def test_cli_writes_the_textfile(filled: ResultStore, tmp_path: Path, pctk: Run,
     parse(out.read_text())
     code, stdout, _ = pctk("results", "prometheus", "--db", filled.path)
     assert code == 0 and parse(stdout)["pctk_health_check_status"]
+
+
+def test_textfile_path_that_is_a_folder_is_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pctk = Path(sys.executable).parent / "pctk"
+    for argv in (["results", "prometheus", "-o", str(tmp_path), "--db", str(tmp_path / "r.db")],
+                 ["observe", "collect", "-o", str(tmp_path)]):
+        r = subprocess.run([str(pctk), *argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.splitlines() == [f"pctk: error: {tmp_path} is a folder; fix: give a file "
+                                         f"path, e.g. {tmp_path / 'pctk.prom'}"]
+    # refused before writing: no temporary file beside the folder
+    assert list(tmp_path.parent.glob(tmp_path.name + ".*")) == []

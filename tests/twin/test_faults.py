@@ -137,3 +137,11 @@ def test_local_down_removes_every_fault():
     finally:
         faults.clear(t.state_dir)
         t.down(purge=True)
+
+
+def test_clear_without_a_twin_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "no-twins"
+    r = subprocess.run([PCTK, "local", "fault", "clear", "--state-dir", str(missing)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "no faults were active", r.stderr
+    assert not missing.exists()

@@ -40,6 +40,9 @@ DEFAULT_TIMEOUT = 600 / pcslurm.TIME_FACTOR
 def faults(state_dir: Path) -> Iterator[dict[str, Any]]:
     """faults.json, read and written back under an exclusive lock."""
     path = state_dir / FAULTS
+    if not state_dir.is_dir():  # no twin here: no faults, nothing to write
+        yield {}
+        return
     with open(state_dir / ".faults.lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:

@@ -78,10 +78,13 @@ def collect(
     Reads sinfo, squeue and (where accounting exists) sacct once per scrape. Without
     accounting it says so once and exports node and job counts only.
     """
-    from prometheus_client import generate_latest, start_http_server, write_to_textfile
+    from prometheus_client import generate_latest, start_http_server
 
     from toolkit.observe.collect import registry
+    from toolkit.results.prometheus import check_textfile_path
 
+    if out is not None:
+        check_textfile_path(out)
     reg = registry(window, cluster)
     if listen:
         host, port = _listen_address(listen)
@@ -108,9 +111,9 @@ def collect(
     if out is None:
         sys.stdout.write(generate_latest(reg).decode())
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_to_textfile(str(out), reg)
-    os.chmod(out, 0o644)
+    from toolkit.results.prometheus import write_registry
+
+    write_registry(out, reg)
     took = time.monotonic() - t0
     if json_out:
         print(json.dumps({"path": str(out), "seconds": round(took, 3)}))

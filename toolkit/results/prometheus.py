@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
 from benchmarks.record import check_created
+from toolkit.errors import PctkError
 from toolkit.results import metrics as m
 from toolkit.results.baseline import judge
 from toolkit.results.store import ResultStore, group_key
@@ -168,7 +169,23 @@ def write_textfile(store: ResultStore, out: Path, threshold: float) -> tuple[Pat
     """Write the exposition file atomically (mode 0644); returns the path and the number of
     samples."""
     families = collect(store, threshold)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_to_textfile(str(out), registry_of(families))
-    os.chmod(out, 0o644)  # node_exporter often runs as its own user
+    write_registry(out, registry_of(families))
     return out, sum(len(f.samples) for f in families)
+
+
+def check_textfile_path(out: Path) -> None:
+    """Refuse a folder before any work is done (the rename would fail after it)."""
+    if out.is_dir():
+        raise PctkError(f"{out} is a folder", f"give a file path, e.g. {out / 'pctk.prom'}")
+
+
+def write_registry(out: Path, registry: CollectorRegistry) -> None:
+    """``write_to_textfile`` (a temporary file beside ``out``, then a rename), mode 0644 as
+    node_exporter often runs as its own user; a folder or unwritable path is one line."""
+    check_textfile_path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_to_textfile(str(out), registry)
+        os.chmod(out, 0o644)
+    except OSError as exc:
+        raise PctkError(f"cannot write {out}: {exc.strerror or exc}") from None
