@@ -18,7 +18,7 @@ import pytest
 
 from tests.health.faults import failing, node_table, read_record, wait_state
 from toolkit.cli import main
-from toolkit.local import procs
+from toolkit.local import power, procs
 from toolkit.local.twin import Twin
 
 pytestmark = pytest.mark.twin
@@ -62,9 +62,8 @@ def test_dead_slurmd_fails_node_check_is_drained_and_resumed_when_back(monkeypat
         assert "drain" in table[DEAD][0] and table[DEAD][1].startswith("pctk: node: ")
 
         # bring slurmd back: the node registers but stays drained
-        restarted.append(procs.spawn(
-            f"slurmd:{DEAD}", ["slurmd", "-D", "-N", DEAD, "-f", str(twin.slurm_conf)],
-            state / "log" / f"slurmd-{DEAD}.restart.out", env, state))
+        # as the twin starts it: its own host name and address where the twin gives nodes one
+        restarted.append(power.start_slurmd(state, DEAD, env, twin.slurm_conf))
         wait_state(env, DEAD, lambda f: not f & {"not_responding", "down"}, timeout=60)
         assert node_table(env)[DEAD][1].startswith("pctk: node: ")
 

@@ -213,6 +213,20 @@ def test_down_stops_powered_up_nodes_too(tmp_path):
         assert pids
         stopped = t.down()
         assert "slurmd:cpu-dy-c5-1" in stopped
-        assert not Path(f"/proc/{pids[0]}").exists()
+        assert _exited(pids[0])
     finally:
         t.down(purge=True)
+
+
+def _exited(pid: int, timeout: float = 15.0) -> bool:
+    """Gone, or a zombie its parent has not reaped yet (it has exited either way)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return True
+        time.sleep(0.2)
+    return False
