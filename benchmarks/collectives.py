@@ -39,7 +39,7 @@ Conventions follow nccl-tests so the two sit side by side:
   ``--emulate-missing`` it is measured as all_reduce + local slice and labelled EMULATED.
 
 The record is ``pctk.result/v1`` with kind ``collectives``; ``metrics`` has the layout
-documented in :mod:`toolkit.nccl` (``{"collectives": [block, ...]}``).
+documented in :mod:`toolkit.bench.nccl` (``{"collectives": [block, ...]}``).
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from benchmarks.collectives import (
     use_cuda_graphs,
 )
 from benchmarks.record import read_record
-from toolkit.nccl.record import runs_from_record
-from toolkit.nccl.sweep_job import SweepJob, sbatch_command, wait_for_job
-from toolkit.nccl.verdict import judge
+from toolkit.bench.collectives.driver import SweepJob, sbatch_command, wait_for_job
+from toolkit.bench.nccl.record import runs_from_record
+from toolkit.bench.nccl.verdict import judge
 
 REPO = Path(__file__).resolve().parents[2]
 

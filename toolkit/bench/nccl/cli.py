@@ -1,4 +1,4 @@
-"""``pctk bench nccl run|parse|compare|plot`` and ``pctk bench collectives``.
+"""``pctk bench nccl run|parse|compare|plot``.
 
 Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL or a regression, 2 unusable input.
 """
@@ -6,13 +6,12 @@ Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL or a regression, 2 unusable inpu
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
 
+from toolkit.bench.nccl.report import show_runs, wide_console
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
@@ -40,45 +39,12 @@ Before = typer.Argument(..., help="Baseline: record or raw log.")
 After = typer.Argument(..., help="New run: record or raw log.")
 PlotFiles = typer.Argument(..., help="Records or raw logs to overlay.")
 PlotPath = typer.Option(Path("busbw.png"), "--out", "-o")
-SweepRunDir = typer.Option(None, "--run-dir", help="Folder for the job log and record.json "
-                           "[<state home>/runs/collectives-TIME].")
-FromRecord = typer.Option(None, "--from-record",
-                          help="Judge an existing record instead of submitting.")
 
-
-MAX_RUN_TABLES = 12
 
 
 def _console(as_json: bool) -> Console:
     # with --json, stdout carries only the JSON document
     return Console(stderr=True) if as_json else Console()
-
-
-def _wide_console() -> Console:
-    """Tables need about 110 columns; rich would wrap them at 80 when piped."""
-    return Console() if sys.stdout.isatty() else Console(width=140)
-
-
-def _emit_runs(runs: list[Any], verdicts: list[Any], rec: dict[str, Any], as_json: bool,
-               csv_path: Path | None, plot_path: Path | None) -> None:
-    from toolkit.nccl.report import plot_busbw, print_run, runs_summary, write_csv
-
-    if csv_path:
-        write_csv(csv_path, runs)
-    if plot_path:
-        plot_busbw(plot_path, runs)
-    if as_json:
-        emit_json(rec)
-        return
-    console = _wide_console()
-    if len(runs) > MAX_RUN_TABLES:
-        typer.echo(runs_summary(runs, verdicts))
-        typer.echo(f"{len(runs)} runs: one line each (per-size tables above "
-                   f"{MAX_RUN_TABLES} runs are left to --csv, --json or --out)")
-    else:
-        for run, v in zip(runs, verdicts, strict=True):
-            print_run(console, run, v)
-    console.print(f"[bold]overall {rec['verdict']['status']}[/]")
 
 
 @app.command()
@@ -102,8 +68,8 @@ def parse(
     """Parse nccl-tests output, cross-check the figures and give a verdict."""
     from benchmarks.collectives import parse_bytes
     from benchmarks.record import write_record
-    from toolkit.nccl.parse import parse_nccl_file
-    from toolkit.nccl.record import build_record, judge_runs
+    from toolkit.bench.nccl.parse import parse_nccl_file
+    from toolkit.bench.nccl.record import build_record, judge_runs
 
     try:
         limit = parse_bytes(max_bytes)
@@ -123,7 +89,7 @@ def parse(
                        from_log=True)
     if out:
         write_record(out, rec)
-    _emit_runs(runs, verdicts, rec, as_json, csv_path, plot_path)
+    show_runs(runs, verdicts, rec, as_json, csv_path, plot_path)
     if store:
         from toolkit.results.ingest import store_finished_run
 
@@ -156,9 +122,15 @@ def run(
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
     from benchmarks.collectives import canonical_collective
     from benchmarks.record import write_record
-    from toolkit.nccl.parse import parse_nccl_file
-    from toolkit.nccl.record import build_record, judge_runs
-    from toolkit.nccl.runner import LaunchSpec, build_command, find_binary, launch_env, run_logged
+    from toolkit.bench.nccl.parse import parse_nccl_file
+    from toolkit.bench.nccl.record import build_record, judge_runs
+    from toolkit.bench.nccl.runner import (
+        LaunchSpec,
+        build_command,
+        find_binary,
+        launch_env,
+        run_logged,
+    )
 
     out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out") or new_run_dir("nccl-tests")
     extra = {}
@@ -192,7 +164,7 @@ def run(
         try:
             found = parse_nccl_file(log, collective=name)
         except PctkError:
-            from toolkit.nccl.model import CollectiveRun
+            from toolkit.bench.nccl.model import CollectiveRun
 
             found = [CollectiveRun(name, "given", source=str(log), failure_lines=[
                 f"no nccl-tests output; exit status {outcome.returncode}"])]
@@ -212,7 +184,7 @@ def run(
     rec["software"]["source"] = "nccl-tests logs"
     write_record(out_dir / "record.json", rec)
     console.print(f"record: {out_dir / 'record.json'}")
-    _emit_runs(runs, verdicts, rec, as_json, None, None)
+    show_runs(runs, verdicts, rec, as_json)
     if store:
         from toolkit.results.ingest import store_finished_run
 
@@ -237,9 +209,9 @@ def compare(
     from rich.table import Table
 
     from benchmarks.collectives import parse_bytes
-    from toolkit.nccl.compare import compare_runs
-    from toolkit.nccl.record import load_runs
-    from toolkit.nccl.report import human_bytes
+    from toolkit.bench.nccl.compare import compare_runs
+    from toolkit.bench.nccl.record import load_runs
+    from toolkit.bench.nccl.report import human_bytes
     from toolkit.results.compare import DEFAULT_THRESHOLD
 
     try:
@@ -263,7 +235,7 @@ def compare(
                              "only_before": c.only_before, "only_after": c.only_after}
                             for c in comps]}, sort_keys=False)
     else:
-        console = _wide_console()
+        console = wide_console()
         for c in comps:
             t = Table(title=f"{c.collective}: busbw GB/s", box=None, title_justify="left")
             for col in ("size", "before", "after", "change", ""):
@@ -288,8 +260,8 @@ def plot(
     as_json: bool = JsonOption,
 ) -> None:
     """PNG of busbw against message size (log2), several runs overlaid."""
-    from toolkit.nccl.record import load_runs
-    from toolkit.nccl.report import plot_busbw, run_title
+    from toolkit.bench.nccl.record import load_runs
+    from toolkit.bench.nccl.report import plot_busbw, run_title
 
     runs, labels = [], []
     for f in files:
@@ -302,62 +274,3 @@ def plot(
     else:
         typer.echo(f"wrote {path} ({len(runs)} runs)")
 
-
-def collectives(
-    nodes: int = typer.Option(2, "--nodes", "-N"),
-    partition: str = typer.Option(None, "--partition", "-p"),
-    ntasks_per_node: int = typer.Option(1, "--ntasks-per-node",
-                                        help="Ranks per node (GPUs per node on GPU nodes)."),
-    gpus_per_node: int = typer.Option(None, "--gpus-per-node"),
-    ops: str = typer.Option("all_reduce,all_gather,reduce_scatter,all_to_all,broadcast",
-                            "--ops"),
-    min_bytes: str = typer.Option("1K", "--min-bytes"),
-    max_bytes: str = typer.Option("64M", "--max-bytes"),
-    iters: int = typer.Option(20, "--iters"),
-    warmup: int = typer.Option(5, "--warmup"),
-    emulate_missing: bool = typer.Option(False, "--emulate-missing",
-                                         help="Emulate collectives gloo lacks (labelled)."),
-    run_dir: Path | None = SweepRunDir,
-    old_out: Path | None = OldRunDir,
-    timeout: float = typer.Option(1800, "--timeout", help="Seconds to wait for the job."),
-    from_record: Path = FromRecord,
-    instance_type: str = InstanceType,
-    as_json: bool = JsonOption,
-    store: bool = StoreOption,
-    db: Path | None = DbOption,
-) -> None:
-    """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
-    from benchmarks.collectives import parse_bytes
-    from benchmarks.record import write_record
-    from toolkit.nccl.sweep_job import SweepJob, finish_sweep, judge_record, start_sweep
-
-    console = _console(as_json)
-    log: Path | None = None
-    run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
-    if from_record:
-        rec_path = from_record
-    else:
-        try:
-            parse_bytes(min_bytes), parse_bytes(max_bytes)
-        except ValueError as exc:
-            raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
-        out_dir = (run_dir or new_run_dir("collectives")).resolve()
-        job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
-                       gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
-                       max_bytes=max_bytes, iters=iters, warmup=warmup,
-                       emulate_missing=emulate_missing)
-        job_id, cmd = start_sweep(job, out_dir)
-        console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
-                      highlight=False)
-        with ProgressLines("bench collectives") as progress:
-            rec_path, log = finish_sweep(job_id, out_dir, timeout=timeout, on_state=lambda s:
-                                         progress.update(f"job {job_id}: {s}"))
-    rec, runs, verdicts = judge_record(rec_path, log, instance_type)
-    if not from_record:
-        write_record(rec_path, rec)
-    _emit_runs(runs, verdicts, rec, as_json, None, None)
-    if store and not from_record:  # an existing record is stored with `pctk results add`
-        from toolkit.results.ingest import store_finished_run
-
-        store_finished_run(rec_path, db)
-    fail_if(rec["verdict"]["status"] == "FAIL")

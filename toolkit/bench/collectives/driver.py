@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import read_record
+from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.nccl.network import detect_network
+from toolkit.bench.nccl.record import judge_runs, runs_from_record
+from toolkit.bench.nccl.verdict import Verdict, worst
 from toolkit.errors import PctkError
-from toolkit.nccl.model import CollectiveRun
-from toolkit.nccl.network import detect_network
-from toolkit.nccl.record import judge_runs, runs_from_record
-from toolkit.nccl.verdict import Verdict, worst
 from toolkit.paths import code_root, sbatch_script
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from benchmarks.storage.aggregate import THROUGHPUT_PHASES
-from toolkit.bench import storage_expect as expect
-from toolkit.bench.storage import StorageJob, default_run_dir, run_storage
+from toolkit.bench.storage import expect
+from toolkit.bench.storage.driver import StorageJob, default_run_dir, run_storage
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
 

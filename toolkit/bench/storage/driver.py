@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import read_record, write_record
-from toolkit.bench import storage_expect as expect
+from toolkit.bench.storage import expect
 from toolkit.errors import PctkError
 from toolkit.paths import code_root, sbatch_script
 from toolkit.submit import slurm

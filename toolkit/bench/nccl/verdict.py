@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.nccl.model import CollectiveRun
+from toolkit.bench.nccl.model import CollectiveRun
 
 WARN_BELOW = 0.90
 FAIL_BELOW = 0.75
