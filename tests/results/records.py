@@ -15,8 +15,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.collectives import busbw_factor, measurement
+from benchmarks.collectives import measurement
 from benchmarks.record import new_record
+from benchmarks.vocab import busbw_factor
 from toolkit.bench.nccl import parse_nccl_output
 from toolkit.bench.nccl.record import build_record, judge_runs
 

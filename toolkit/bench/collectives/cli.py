@@ -55,8 +55,8 @@ def collectives(
     db: Path | None = DbOption,
 ) -> None:
     """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
-    from benchmarks.collectives import parse_bytes
     from benchmarks.record import write_record
+    from benchmarks.vocab import parse_bytes
     from toolkit.bench.collectives.driver import SweepJob, finish_sweep, judge_record, start_sweep
 
     console = _console(as_json)

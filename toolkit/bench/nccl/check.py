@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.collectives import busbw_factor
+from benchmarks.vocab import busbw_factor
 from toolkit.bench.nccl.model import CollectiveRun, Inconsistency, Measurement
 
 # figures read from JSON (or measured) carry no printed rounding: allow float noise only

@@ -66,8 +66,8 @@ def parse(
     db: Path | None = DbOption,
 ) -> None:
     """Parse nccl-tests output, cross-check the figures and give a verdict."""
-    from benchmarks.collectives import parse_bytes
     from benchmarks.record import write_record
+    from benchmarks.vocab import parse_bytes
     from toolkit.bench.nccl.parse import parse_nccl_file
     from toolkit.bench.nccl.record import build_record, judge_runs
 
@@ -120,8 +120,8 @@ def run(
     db: Path | None = DbOption,
 ) -> None:
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
-    from benchmarks.collectives import canonical_collective
     from benchmarks.record import write_record
+    from benchmarks.vocab import canonical_collective
     from toolkit.bench.nccl.parse import parse_nccl_file
     from toolkit.bench.nccl.record import build_record, judge_runs
     from toolkit.bench.nccl.runner import (
@@ -208,7 +208,7 @@ def compare(
     """busbw change per size between two runs; exit 1 on a regression."""
     from rich.table import Table
 
-    from benchmarks.collectives import parse_bytes
+    from benchmarks.vocab import parse_bytes
     from toolkit.bench.nccl.compare import compare_runs
     from toolkit.bench.nccl.record import load_runs
     from toolkit.bench.nccl.report import human_bytes

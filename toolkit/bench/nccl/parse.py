@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from benchmarks.collectives import COLLECTIVES, canonical_collective
+from benchmarks.vocab import COLLECTIVES, canonical_collective
 from toolkit.bench.nccl.algorithm import AlgorithmScanner
 from toolkit.bench.nccl.check import check_consistency
 from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row

@@ -27,7 +27,7 @@ import re
 from pathlib import PurePath
 from typing import Any
 
-from benchmarks.collectives import canonical_collective
+from benchmarks.vocab import canonical_collective
 from toolkit.bench.nccl.algorithm import AlgorithmScanner
 from toolkit.bench.nccl.check import check_consistency
 from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row
