@@ -1,21 +1,23 @@
-"""``pctk bench collectives``: the torch.distributed sweep through Slurm.
+"""``pctk bench collectives``: the torch.distributed sweep through Slurm. Flags in, one
+call of :mod:`toolkit.bench.collectives.driver`, tables or JSON out.
 
 Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL, 2 unusable input.
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from toolkit.bench.collectives.driver import SweepJob, judge_sweep_record, run_sweep
 from toolkit.bench.nccl.report import show_runs
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, fail_if
-from toolkit.errors import PctkError
-from toolkit.paths import new_run_dir
 from toolkit.progress import ProgressLines
+from toolkit.results.ingest import store_finished_run
 
 InstanceType = typer.Option(None, "--instance-type", envvar="PCTK_INSTANCE_TYPE",
                             help="Instance type for the busbw expectation (catalog).")
@@ -55,37 +57,26 @@ def collectives(
     db: Path | None = DbOption,
 ) -> None:
     """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
-    from benchmarks.record import write_record
-    from benchmarks.vocab import parse_bytes
-    from toolkit.bench.collectives.driver import SweepJob, finish_sweep, judge_record, start_sweep
-
     console = _console(as_json)
-    log: Path | None = None
     run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
     if from_record:
-        rec_path = from_record
+        res = judge_sweep_record(from_record, instance_type)
     else:
-        try:
-            parse_bytes(min_bytes), parse_bytes(max_bytes)
-        except ValueError as exc:
-            raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
-        out_dir = (run_dir or new_run_dir("collectives")).resolve()
         job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
                        gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
                        max_bytes=max_bytes, iters=iters, warmup=warmup,
                        emulate_missing=emulate_missing)
-        job_id, cmd = start_sweep(job, out_dir)
-        console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
-                      highlight=False)
-        with ProgressLines("bench collectives") as progress:
-            rec_path, log = finish_sweep(job_id, out_dir, timeout=timeout, on_state=lambda s:
-                                         progress.update(f"job {job_id}: {s}"))
-    rec, runs, verdicts = judge_record(rec_path, log, instance_type)
-    if not from_record:
-        write_record(rec_path, rec)
-    show_runs(runs, verdicts, rec, as_json)
-    if store and not from_record:  # an existing record is stored with `pctk results add`
-        from toolkit.results.ingest import store_finished_run
+        progress: dict[str, ProgressLines] = {}  # a live line from submission to the end
+        with ExitStack() as waiting:
+            def submitted(job_id: str, cmd: list[str]) -> None:
+                console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
+                              highlight=False)
+                progress[job_id] = waiting.enter_context(ProgressLines("bench collectives"))
 
-        store_finished_run(rec_path, db)
-    fail_if(rec["verdict"]["status"] == "FAIL")
+            res = run_sweep(job, run_dir=run_dir, timeout=timeout, instance_type=instance_type,
+                            on_submit=submitted, on_state=lambda job_id, state:
+                            progress[job_id].update(f"job {job_id}: {state}"))
+    show_runs(res.runs, res.verdicts, res.record, as_json)
+    if store and not from_record:  # an existing record is stored with `pctk results add`
+        store_finished_run(res.record_path, db)
+    fail_if(res.failed)

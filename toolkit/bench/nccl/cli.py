@@ -1,22 +1,27 @@
-"""``pctk bench nccl run|parse|compare|plot``.
+"""``pctk bench nccl run|parse|compare|plot``: flags in, one call of
+:mod:`toolkit.bench.nccl.driver`, tables or JSON out.
 
 Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL or a regression, 2 unusable input.
 """
 
 from __future__ import annotations
 
-import os
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
-from toolkit.bench.nccl.report import show_runs, wide_console
+from benchmarks.vocab import parse_bytes
+from toolkit.bench.nccl import driver
+from toolkit.bench.nccl.report import human_bytes, show_runs, wide_console
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
-from toolkit.paths import new_run_dir
 from toolkit.progress import ProgressLines
+from toolkit.results.compare import DEFAULT_THRESHOLD
+from toolkit.results.ingest import store_finished_run
 
 app = typer.Typer(help="nccl-tests: run on the cluster, parse logs, judge, compare, plot.",
                   no_args_is_help=True)
@@ -47,6 +52,23 @@ def _console(as_json: bool) -> Console:
     return Console(stderr=True) if as_json else Console()
 
 
+def _byte_size(text: str, hint: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise PctkError(str(exc), hint) from None
+
+
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    extra = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PctkError(f"--env {item!r} is not KEY=VALUE", "write --env NCCL_ALGO=Ring")
+        extra[key] = value
+    return extra
+
+
 @app.command()
 def parse(
     files: list[Path] = LogFiles,
@@ -66,35 +88,14 @@ def parse(
     db: Path | None = DbOption,
 ) -> None:
     """Parse nccl-tests output, cross-check the figures and give a verdict."""
-    from benchmarks.record import write_record
-    from benchmarks.vocab import parse_bytes
-    from toolkit.bench.nccl.parse import parse_nccl_file
-    from toolkit.bench.nccl.record import build_record, judge_runs
-
-    try:
-        limit = parse_bytes(max_bytes)
-    except ValueError as exc:
-        raise PctkError(str(exc), "write e.g. --max-bytes 2G") from None
-    runs = [r for f in files
-            for r in parse_nccl_file(f, collective=collective, nranks=nranks, max_bytes=limit)]
-    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes,
-                          expected_ranks=expect_ranks)
-    rec = build_record("nccl-tests", runs, verdicts,
-                       params={"files": [str(f) for f in files], "collective": collective,
-                               "instance_type": instance_type, "nodes": nodes,
-                               "expect_ranks": expect_ranks},
-                       raw_logs=[os.path.relpath(f, out.parent) if out else str(f)
-                                 for f in files],
-                       cluster={"instance_type": instance_type, "nodes": nodes},
-                       from_log=True)
-    if out:
-        write_record(out, rec)
-    show_runs(runs, verdicts, rec, as_json, csv_path, plot_path)
+    limit = _byte_size(max_bytes, "write e.g. --max-bytes 2G")
+    res = driver.parse_logs(files, collective=collective, nranks=nranks,
+                            instance_type=instance_type, nodes=nodes,
+                            expected_ranks=expect_ranks, max_bytes=limit, out=out)
+    show_runs(res.runs, res.verdicts, res.record, as_json, csv_path, plot_path)
     if store:
-        from toolkit.results.ingest import store_finished_run
-
-        store_finished_run(rec, db, logs=files)
-    fail_if(rec["verdict"]["status"] == "FAIL")
+        store_finished_run(res.record, db, logs=files)
+    fail_if(res.failed)
 
 
 @app.command()
@@ -120,76 +121,27 @@ def run(
     db: Path | None = DbOption,
 ) -> None:
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
-    from benchmarks.record import write_record
-    from benchmarks.vocab import canonical_collective
-    from toolkit.bench.nccl.parse import parse_nccl_file
-    from toolkit.bench.nccl.record import build_record, judge_runs
-    from toolkit.bench.nccl.runner import (
-        LaunchSpec,
-        build_command,
-        find_binary,
-        launch_env,
-        run_logged,
-    )
-
-    out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out") or new_run_dir("nccl-tests")
-    extra = {}
-    for item in env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise PctkError(f"--env {item!r} is not KEY=VALUE", "write --env NCCL_ALGO=Ring")
-        extra[key] = value
-    try:
-        names = [canonical_collective(c) for c in collectives]
-    except ValueError as exc:
-        raise PctkError(str(exc), None) from None
+    out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
+    extra = _env_pairs(env)
     console = _console(as_json)
-    runs, logs, commands = [], [], []
-    for name in names:
-        spec = LaunchSpec(name, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
-                          min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
-                          warmup=warmup, partition=partition, extra_env=extra)
-        cmd = build_command(spec, find_binary(name, nccl_tests_dir))
-        log = out_dir / f"{name}.log"
-        rows = 0
-        console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
-        with ProgressLines(f"bench nccl run {name}") as bar:
-            def progress(line: str, _bar: ProgressLines = bar) -> None:
-                nonlocal rows
-                if line.strip()[:1].isdigit() and ("sum" in line or "float" in line):
-                    rows += 1
-                    _bar.update(f"{rows} sizes done")
-            outcome = run_logged(cmd, launch_env(spec), log, timeout=timeout,
-                                 on_line=progress)
-        try:
-            found = parse_nccl_file(log, collective=name)
-        except PctkError:
-            from toolkit.bench.nccl.model import CollectiveRun
+    progress: dict[str, ProgressLines] = {}  # one live line per binary, as it runs
+    with ExitStack() as lines:
+        def launched(name: str, cmd: list[str]) -> None:
+            lines.close()  # the previous binary's line
+            console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
+            progress[name] = lines.enter_context(ProgressLines(f"bench nccl run {name}"))
 
-            found = [CollectiveRun(name, "given", source=str(log), failure_lines=[
-                f"no nccl-tests output; exit status {outcome.returncode}"])]
-        runs += found
-        logs.append(log.name)
-        commands.append(cmd)
-    launched = nodes * gpus_per_node
-    verdicts = judge_runs(runs, instance_type=instance_type, nodes=nodes,
-                          expected_ranks=launched)
-    rec = build_record("nccl-tests", runs, verdicts, raw_logs=logs, from_log=True,
-                       params={"collectives": names, "nodes": nodes,
-                               "gpus_per_node": gpus_per_node, "launcher": launcher,
-                               "min_bytes": min_bytes, "max_bytes": max_bytes, "iters": iters,
-                               "warmup": warmup, "commands": commands, "env": extra},
-                       cluster={"instance_type": instance_type, "nodes": nodes,
-                                "partition": partition})
-    rec["software"]["source"] = "nccl-tests logs"
-    write_record(out_dir / "record.json", rec)
-    console.print(f"record: {out_dir / 'record.json'}")
-    show_runs(runs, verdicts, rec, as_json)
-    if store:
-        from toolkit.results.ingest import store_finished_run
-
-        store_finished_run(out_dir / "record.json", db)
-    fail_if(rec["verdict"]["status"] == "FAIL")
+        res = driver.run_tests(
+            collectives, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
+            partition=partition, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
+            warmup=warmup, nccl_tests_dir=nccl_tests_dir, env=extra, run_dir=out_dir,
+            instance_type=instance_type, timeout=timeout, on_launch=launched,
+            on_sizes=lambda name, rows: progress[name].update(f"{rows} sizes done"))
+    console.print(f"record: {res.record_path}")
+    show_runs(res.runs, res.verdicts, res.record, as_json)
+    if store and res.record_path:
+        store_finished_run(res.record_path, db)
+    fail_if(res.failed)
 
 
 @app.command()
@@ -206,26 +158,10 @@ def compare(
     as_json: bool = JsonOption,
 ) -> None:
     """busbw change per size between two runs; exit 1 on a regression."""
-    from rich.table import Table
-
-    from benchmarks.vocab import parse_bytes
-    from toolkit.bench.nccl.compare import compare_runs
-    from toolkit.bench.nccl.record import load_runs
-    from toolkit.bench.nccl.report import human_bytes
-    from toolkit.results.compare import DEFAULT_THRESHOLD
-
-    try:
-        floor = parse_bytes(min_bytes)
-    except ValueError as exc:
-        raise PctkError(str(exc), "write e.g. --min-bytes 1M") from None
+    floor = _byte_size(min_bytes, "write e.g. --min-bytes 1M")
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-    comps, unmatched = compare_runs(load_runs(before, collective=collective),
-                                    load_runs(after, collective=collective),
-                                    threshold=threshold, min_bytes=floor)
-    if not comps:
-        raise PctkError(f"nothing to compare between {before} and {after}"
-                        + (f" ({'; '.join(unmatched)})" if unmatched else ""),
-                        "compare runs of the same collective")
+    comps, unmatched = driver.compare_files(before, after, collective=collective,
+                                            threshold=threshold, min_bytes=floor)
     regressed = any(c.regressions for c in comps)
     if as_json:
         emit_json({
@@ -260,17 +196,8 @@ def plot(
     as_json: bool = JsonOption,
 ) -> None:
     """PNG of busbw against message size (log2), several runs overlaid."""
-    from toolkit.bench.nccl.record import load_runs
-    from toolkit.bench.nccl.report import plot_busbw, run_title
-
-    runs, labels = [], []
-    for f in files:
-        for r in load_runs(f, collective=collective):
-            runs.append(r)
-            labels.append(f"{f.name}: {run_title(r).split(' | ')[0]}")
-    path = plot_busbw(out, runs, labels)
+    path, count = driver.plot_files(files, out, collective=collective)
     if as_json:
-        emit_json({"plot": str(path), "runs": len(runs)}, indent=None, sort_keys=False)
+        emit_json({"plot": str(path), "runs": count}, indent=None, sort_keys=False)
     else:
-        typer.echo(f"wrote {path} ({len(runs)} runs)")
-
+        typer.echo(f"wrote {path} ({count} runs)")
