@@ -28,6 +28,7 @@ from toolkit.bench.nccl.algorithm import AlgorithmScanner
 from toolkit.bench.nccl.check import check_consistency
 from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row
 from toolkit.bench.nccl.network import NetworkScanner
+from toolkit.bench.nccl.parse_json import parse_nccl_json
 from toolkit.errors import PctkError
 from toolkit.fsutil import DEFAULT_MAX_READ_BYTES, InputTooLarge, NotRegularFile, open_regular_text
 
@@ -507,8 +508,6 @@ def parse_nccl_file(path: str | Path, *, collective: str | None = None,
                 if first:
                     break
             if first == "{":
-                from toolkit.bench.nccl.parse_json import parse_nccl_json
-
                 text = "".join(head) + lines.read()
                 return [parse_nccl_json(text, collective=collective, source=str(p),
                                         nranks=nranks)]
