@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.vocab import parse_bytes
+
 REPO = Path(__file__).resolve().parent.parent
 STEPS = ("env", "health", "fsdp", "sweep", "nccl_tests")
 GPU_CHECKS = "gpu_devices,gpu_count,gpu_ecc,gpu_remap,gpu_xid,gpu_throttle,gpu_pcie,gpu_memory"
@@ -69,7 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown step(s) {', '.join(unknown) or '(none given)'}; use {','.join(STEPS)}")
     if a.fsdp_warmup >= a.fsdp_steps or a.gpus < 0 or a.budget_s <= 0:
         p.error("need --fsdp-warmup < --fsdp-steps, --gpus >= 0 and --budget-s > 0")
-    if not a.max_bytes.strip().upper().rstrip("B").rstrip("KMG").isdigit():
+    try:
+        parse_bytes(a.max_bytes)
+    except ValueError:
         p.error(f"--max-bytes {a.max_bytes!r}: write sizes like 256M or 1G")
     a.steps = steps
     if a.out_dir is None:

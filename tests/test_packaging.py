@@ -38,7 +38,7 @@ def test_installed_package_finds_its_own_copies(wheel: Path, tmp_path: Path) -> 
                     str(site), str(wheel)], check=True, capture_output=True, timeout=300)
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); "
              "from toolkit import paths; from toolkit.health import sweep; "
-             "from toolkit.nccl import sweep_job; "
+             "from toolkit.bench.collectives import driver as sweep_job; "
              "print(paths.code_root()); print(paths.sbatch_dir()); "
              "print(paths.preset_path('p5-training')); print(sweep.SWEEP_SCRIPT); "
              "print(sweep_job.SBATCH_SCRIPT)")

@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.collectives import (
-    busbw_factor,
-    canonical_collective,
-    main,
-    parse_bytes,
-    sweep_sizes,
-    use_cuda_graphs,
-)
+from benchmarks.collectives import main, use_cuda_graphs
 from benchmarks.record import read_record
-from toolkit.nccl.record import runs_from_record
-from toolkit.nccl.sweep_job import SweepJob, sbatch_command, wait_for_job
-from toolkit.nccl.verdict import judge
+from benchmarks.vocab import busbw_factor, canonical_collective, parse_bytes, sweep_sizes
+from toolkit.bench.collectives.driver import SweepJob, sbatch_command, wait_for_job
+from toolkit.bench.nccl.record import runs_from_record
+from toolkit.bench.nccl.verdict import judge
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.nccl import parse_nccl_file, parse_nccl_output
-from toolkit.nccl.algorithm import AlgorithmScanner, algorithm_from_setting
-from toolkit.nccl.model import CollectiveRun
-from toolkit.nccl.verdict import judge
+from toolkit.bench.nccl import parse_nccl_file, parse_nccl_output
+from toolkit.bench.nccl.algorithm import AlgorithmScanner, algorithm_from_setting
+from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.nccl.verdict import judge
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SENDRECV = FIXTURES / "13_nccl-tests-331-sendrecv-a100-nthread2-info.log"
@@ -291,7 +291,7 @@ def test_algorithm_lands_in_the_parsed_run_and_record_block() -> None:
 
 
 def test_algorithm_from_the_environment_of_a_json_file() -> None:
-    from toolkit.nccl.parse_json import parse_nccl_json
+    from toolkit.bench.nccl.parse_json import parse_nccl_json
 
     doc = {"args": ["./build/all_reduce_perf", "-b", "8", "-J", "out.json"],
            "env": ["FI_PROVIDER=efa", "NCCL_ALGO=Ring"], "nccl_version": 22703,

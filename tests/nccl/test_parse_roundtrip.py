@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit.nccl import parse_nccl_output
-from toolkit.nccl.parse_json import parse_nccl_json
+from toolkit.bench.nccl import parse_nccl_output
+from toolkit.bench.nccl.parse_json import parse_nccl_json
 
 FORMATS = ("new", "old", "oldest")
 PREFIXES = ("", "[1,0]<stdout>:", "0: ")

@@ -16,9 +16,8 @@ import pytest
 
 from benchmarks.record import read_record
 from tests.nccl import FIXTURES
-from toolkit.errors import PctkError
-from toolkit.nccl.parse import parse_nccl_output
-from toolkit.nccl.runner import (
+from toolkit.bench.nccl.parse import parse_nccl_output
+from toolkit.bench.nccl.runner import (
     EFA_ENV,
     LaunchSpec,
     build_command,
@@ -26,6 +25,7 @@ from toolkit.nccl.runner import (
     launch_env,
     run_logged,
 )
+from toolkit.errors import PctkError
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
 FIXTURE = FIXTURES / "09_nccl-tests-287-allreduce-1gpu-5090-avg0.log"

@@ -21,7 +21,7 @@ def test_shellcheck_clean(name: str) -> None:
 
 
 def test_run_script_uses_the_efa_environment_of_the_runner() -> None:
-    from toolkit.nccl.runner import EFA_ENV
+    from toolkit.bench.nccl.runner import EFA_ENV
 
     text = (SBATCH / "nccl-tests.sbatch").read_text()
     for key, value in EFA_ENV.items():

@@ -1,6 +1,6 @@
 """Realistic result records built with the node-side ``benchmarks.record.new_record``.
 
-nccl-tests records go through toolkit.nccl's parser and judge, collectives blocks use
+nccl-tests records go through toolkit.bench.nccl's parser and judge, collectives blocks use
 benchmarks.collectives' measurement helper. The busbw curve follows a 2-node p5.48xlarge
 all_reduce sweep (about 470 GB/s at large messages); the fsdp metrics follow
 ``benchmarks.fsdp.train``'s layout and torchtitan's Llama 3.1 8B figures on H100 (5,762
@@ -15,10 +15,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.collectives import busbw_factor, measurement
+from benchmarks.collectives import measurement
 from benchmarks.record import new_record
-from toolkit.nccl import parse_nccl_output
-from toolkit.nccl.record import build_record, judge_runs
+from benchmarks.vocab import busbw_factor
+from toolkit.bench.nccl import parse_nccl_output
+from toolkit.bench.nccl.record import build_record, judge_runs
 
 SOFTWARE = {"python": "3.11.7", "torch": "2.6.0", "cuda": "12.4", "nccl": "2.21.5",
             "aws_ofi_nccl": "1.13.0", "efa": "1.37.0", "libfabric": "1.22.0",
@@ -68,7 +69,7 @@ def nccl_tests_stdout(collective: str = "all_reduce",
 
 def nccl_record(scale: Callable[[int], float] = lambda _s: 1.0, created: str | None = None,
                 name: str = "train-a", collective: str = "all_reduce") -> dict[str, Any]:
-    """Parsed and judged by toolkit.nccl, as ``pctk bench nccl`` does."""
+    """Parsed and judged by toolkit.bench.nccl, as ``pctk bench nccl`` does."""
     runs = parse_nccl_output(nccl_tests_stdout(collective, scale), collective=collective)
     rec = build_record("nccl-tests", runs, judge_runs(runs, instance_type="p5.48xlarge"),
                        params={"collective": collective, "minbytes": 8, "maxbytes": SIZES[-1]},

@@ -1,7 +1,7 @@
 """Trends, automatic baselines and change points over synthetic histories of real records.
 
 Each history is a night-by-night series of records built by tests/results/records.py (real
-nccl-tests output parsed and judged by toolkit.nccl, the fsdp and health layouts the node
+nccl-tests output parsed and judged by toolkit.bench.nccl, the fsdp and health layouts the node
 side writes) with seeded Gaussian run-to-run noise.
 """
 

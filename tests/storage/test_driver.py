@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench import storage as drv
+from toolkit.bench.storage import driver as drv
 from toolkit.errors import PctkError
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench import storage_expect as expect
+from toolkit.bench.storage import expect
 from toolkit.config.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_thresholds_and_the_lower_expectation_wins() -> None:
 
 
 def test_checkpoint_phases_are_judged_like_the_sequential_ones() -> None:
-    from toolkit.bench.storage import apply_verdict
+    from toolkit.bench.storage.driver import apply_verdict
 
     config = {"SharedStorage": [fsx("PERSISTENT_2", 1200, 1000, "SSD")]}  # 1,172 MB/s
     figures = {"seq_write": 1100.0, "seq_read": 1150.0, "seq_write_shared": 1.0,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from toolkit.bench import storage as drv
+from toolkit.bench.storage import driver as drv
 from toolkit.errors import PctkError
 
 pytestmark = pytest.mark.twin

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench.storage import StorageJob
+from toolkit.bench.collectives.driver import SweepJob, sbatch_command
+from toolkit.bench.storage.driver import StorageJob
 from toolkit.errors import PctkError
 from toolkit.health.sweep import Group, SweepOptions, _sbatch_argv
-from toolkit.nccl.sweep_job import SweepJob, sbatch_command
 from toolkit.paths import code_root
 from toolkit.submit import slurm
 from toolkit.submit.command import CommandJob, job_spec, render_script

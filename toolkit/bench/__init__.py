@@ -1,1 +1,3 @@
-"""Driver side of the benchmarks: launch, parse, judge, report."""
+"""Driver side of the benchmarks, one home per node-side home: ``nccl/`` (nccl-tests),
+``collectives/`` (:mod:`benchmarks.collectives`), ``fsdp`` (:mod:`benchmarks.fsdp`) and
+``storage/`` (:mod:`benchmarks.storage`). Each launches, parses, judges and reports."""

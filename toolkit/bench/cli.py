@@ -14,11 +14,11 @@ BENCH_COMMANDS = (
     LazyCommand("fsdp", "toolkit.bench.fsdp:fsdp_command",
                 "FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through "
                 "Slurm."),
-    LazyCommand("nccl", "toolkit.nccl.cli:app",
+    LazyCommand("nccl", "toolkit.bench.nccl.cli:app",
                 "nccl-tests: run on the cluster, parse logs, judge, compare, plot."),
-    LazyCommand("collectives", "toolkit.nccl.cli:collectives",
+    LazyCommand("collectives", "toolkit.bench.collectives.cli:collectives",
                 "torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."),
-    LazyCommand("storage", "toolkit.bench.storage_cli:storage_command",
+    LazyCommand("storage", "toolkit.bench.storage.cli:storage_command",
                 "Shared file system throughput, IOPS and metadata rates from N nodes at once "
                 "(fio)."),
 )

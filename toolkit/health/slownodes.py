@@ -261,7 +261,7 @@ class PairTest:
                     str(self.iters), "--warmup", str(self.warmup), "--out", str(out)]
             # a failed rank ends the pair at once rather than leaving its partner waiting
             return "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + shlex.join(argv)
-        from toolkit.nccl.runner import LaunchSpec, build_command, find_binary
+        from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 
         spec = LaunchSpec(collective=self.collective, nodes=2, gpus_per_node=self.gpus_per_node,
                           min_bytes=self.size, max_bytes=self.size, iters=self.iters,
@@ -278,7 +278,7 @@ class PairTest:
                 return (float(value), None) if value is not None else (None, "no busbw")
             except (OSError, ValueError, KeyError, IndexError, TypeError):
                 return None, _tail(log) or "no record written"
-        from toolkit.nccl.parse import parse_nccl_file
+        from toolkit.bench.nccl.parse import parse_nccl_file
 
         try:
             runs = parse_nccl_file(log, collective=self.collective)

@@ -68,7 +68,7 @@ def _row_busbw(row: dict[str, Any]) -> float | None:
 
 
 def collective_sections(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{collective: block}`` from the toolkit.nccl layout (``metrics["collectives"]``, a
+    """``{collective: block}`` from the toolkit.bench.nccl layout (``metrics["collectives"]``, a
     list of blocks), a ``{name: block}`` mapping, or a single-collective body.
 
     A second block of the same collective is named ``all_reduce [half]`` by its dtype, or

@@ -217,7 +217,7 @@ def busbw_image(record: dict[str, Any], label: str, collective: str,
 def expected_busbw(record: dict[str, Any], collective: str,
                    points: list[m.BusbwPoint]) -> plots.Expected | None:
     """The catalog expectation the verdict used: same lookup, same instance type and nodes."""
-    from toolkit.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
+    from toolkit.bench.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
 
     cluster = record.get("cluster") or {}
     block = m.collective_sections(record.get("metrics") or {}).get(collective) or {}

@@ -3,6 +3,8 @@
 One ``sbatch`` of ``sbatch/storage.sbatch`` (the script a researcher can also submit by
 hand) over N nodes, waited for with :func:`toolkit.submit.slurm.wait_job`; node 0 writes
 the record, and this side adds the verdict against the cluster config.
+:func:`bench_storage` is what ``pctk bench storage`` calls: the config and the instance
+type's network ceiling looked up, :func:`run_storage`, the record stored.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import read_record, write_record
-from toolkit.bench import storage_expect as expect
+from benchmarks.storage.node import PHASES, block_size_problem, parse_block_sizes
+from toolkit import catalog
+from toolkit.bench.storage import expect
+from toolkit.config.yamlio import load_yaml
 from toolkit.errors import PctkError
 from toolkit.paths import code_root, sbatch_script
+from toolkit.results.ingest import load_record_files, store_record_files
+from toolkit.results.store import ResultStore
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
@@ -37,7 +44,7 @@ VERDICT_PHASES = ("seq_write", "seq_read", "ckpt_write", "ckpt_read")
 @dataclass
 class StorageJob:
     nodes: int
-    target: str
+    target: str  # the folder the nodes write under; bench_storage fills "" from the config
     run_dir: Path
     jobs_per_node: int = 8
     size_mib: int = 1024
@@ -73,8 +80,6 @@ def validate(job: StorageJob) -> None:
                  "meta_files"):
         if getattr(job, name) < 1:
             raise PctkError(f"--{name.replace('_', '-')} must be at least 1")
-    from benchmarks.storage.node import PHASES, block_size_problem, parse_block_sizes
-
     try:
         blocks = parse_block_sizes(job.block_sizes)
     except argparse.ArgumentTypeError as exc:
@@ -160,8 +165,6 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
         raise PctkError(f"job {job_id} ended {state} without a result record", log=str(log))
     rec = read_record(path)
     if network_gbps is None and detect_instance and rec["cluster"].get("instance_type"):
-        from toolkit import catalog
-
         found = catalog.find(rec["cluster"]["instance_type"])
         network_gbps = found.network_gbps if found else None
     rec = apply_verdict(rec, config, network_gbps)
@@ -174,3 +177,45 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
 def default_run_dir() -> Path:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path.cwd() / "pctk-runs" / f"storage-{stamp}"
+
+
+@dataclass
+class StorageResult:
+    record: dict[str, Any]
+    record_path: Path
+    stored: str | None = None  # its id in the results database
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.record["verdict"]["status"] == "FAIL")
+
+
+def store_record(record: Path, db: Path | None) -> str:
+    """Add the record (with the fio reports it names) to the results database; its id."""
+    store = ResultStore(db)
+    try:
+        return store_record_files(store, load_record_files([record]))[0].id
+    finally:
+        store.close()
+
+
+def bench_storage(job: StorageJob, *, config_path: Path | None = None,
+                  instance_type: str | None = None, timeout: float | None = None,
+                  store: bool = True, db: Path | None = None,
+                  on_state: Callable[[str], None] | None = None) -> StorageResult:
+    """The whole benchmark from a cluster config: an empty ``job.target`` becomes the
+    config's first SharedStorage MountDir; the client ceiling comes from ``instance_type``
+    in the catalog (else from the nodes' Slurm feature); the record is judged against the
+    config and, with ``store``, added to the results database."""
+    config = load_yaml(config_path) if config_path is not None else None
+    if not job.target:
+        found = expect.first_mount_dir(config) if config is not None else None
+        if found is None:
+            raise PctkError("no --target, and no SharedStorage MountDir in a --config",
+                            "give --target /fsx/bench or --config cluster.yaml")
+        job.target = found
+    gbps = catalog.get(instance_type).network_gbps if instance_type else None
+    rec = run_storage(job, config=config, network_gbps=gbps, timeout=timeout,
+                      detect_instance=instance_type is None, on_state=on_state)
+    path = job.run_dir / "record.json"
+    return StorageResult(rec, path, store_record(path, db) if store else None)

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from pathlib import Path
+from typing import Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolkit.bench.nccl.model import CollectiveRun, Measurement
+from toolkit.bench.nccl.verdict import Verdict
+from toolkit.cliout import emit_json
 from toolkit.fsutil import atomic_write_bytes, atomic_write_text
-from toolkit.nccl.model import CollectiveRun, Measurement
-from toolkit.nccl.verdict import Verdict
 
 _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "red", "UNKNOWN": "dim"}
+# above this many runs, one line each instead of a per-size table each
+MAX_RUN_TABLES = 12
 CSV_FIELDS = ("source", "collective", "nranks", "dtype", "redop", "size_bytes", "count",
               "oop_time_us", "oop_algbw_gbps", "oop_busbw_gbps", "oop_wrong", "oop_error",
               "ip_time_us", "ip_algbw_gbps", "ip_busbw_gbps", "ip_wrong", "ip_error")
@@ -142,3 +148,32 @@ def plot_busbw(path: str | Path, runs: list[CollectiveRun], labels: list[str] | 
     finally:
         plt.close(fig)
     return atomic_write_bytes(path, buf.getvalue())
+
+
+def wide_console() -> Console:
+    """Tables need about 110 columns; rich would wrap them at 80 when piped."""
+    return Console() if sys.stdout.isatty() else Console(width=140)
+
+
+def show_runs(runs: list[CollectiveRun], verdicts: list[Verdict], rec: dict[str, Any],
+              as_json: bool, csv_path: Path | None = None,
+              plot_path: Path | None = None) -> None:
+    """What ``pctk bench nccl`` and ``pctk bench collectives`` print: the record as JSON, or
+    a table per run (one line per run past ``MAX_RUN_TABLES``) and the overall verdict;
+    CSV and plot files on request."""
+    if csv_path:
+        write_csv(csv_path, runs)
+    if plot_path:
+        plot_busbw(plot_path, runs)
+    if as_json:
+        emit_json(rec)
+        return
+    console = wide_console()
+    if len(runs) > MAX_RUN_TABLES:
+        typer.echo(runs_summary(runs, verdicts))
+        typer.echo(f"{len(runs)} runs: one line each (per-size tables above "
+                   f"{MAX_RUN_TABLES} runs are left to --csv, --json or --out)")
+    else:
+        for run, v in zip(runs, verdicts, strict=True):
+            print_run(console, run, v)
+    console.print(f"[bold]overall {rec['verdict']['status']}[/]")

@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.nccl.model import CollectiveRun
+from toolkit import catalog
+from toolkit.bench.nccl.model import CollectiveRun
 
 WARN_BELOW = 0.90
 FAIL_BELOW = 0.75
@@ -81,10 +82,6 @@ def lookup_expectation(instance_type: str | None, nodes: int | None, collective:
     figure, and the note says so.
     """
     if not instance_type or not nodes:
-        return None
-    try:
-        from toolkit import catalog
-    except ImportError:
         return None
     try:
         exp = catalog.busbw_expectation(instance_type, collective, nodes, algorithm,

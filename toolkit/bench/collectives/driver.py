@@ -1,5 +1,8 @@
 """Submit the torch.distributed sweep through Slurm, wait for it, judge its record.
 
+:func:`run_sweep` (and :func:`judge_sweep_record` for a record already made) is what
+``pctk bench collectives`` calls; the steps below it are public for Python callers.
+
 A plain ``sbatch`` of ``sbatch/collectives.sbatch`` (the script a researcher can also submit
 by hand), then one state query per poll through :mod:`toolkit.submit.slurm` (sacct, or
 ``squeue --states=all`` on clusters without accounting).
@@ -14,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import read_record
+from benchmarks.record import read_record, write_record
+from benchmarks.vocab import parse_bytes
+from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.nccl.network import detect_network
+from toolkit.bench.nccl.record import judge_runs, runs_from_record
+from toolkit.bench.nccl.verdict import Verdict, worst
 from toolkit.errors import PctkError
-from toolkit.nccl.model import CollectiveRun
-from toolkit.nccl.network import detect_network
-from toolkit.nccl.record import judge_runs, runs_from_record
-from toolkit.nccl.verdict import Verdict, worst
-from toolkit.paths import code_root, sbatch_script
+from toolkit.paths import code_root, new_run_dir, sbatch_script
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
@@ -122,3 +126,50 @@ def wait_for_job(job_id: str, *, timeout: float, poll: float = 2.0,
                  on_state: Callable[[str], None] | None = None) -> str:
     """Poll until a terminal state; 'GONE' when Slurm forgot a job it had shown."""
     return slurm.wait_job(job_id, timeout=timeout, poll=poll, on_state=on_state)
+
+
+@dataclass
+class SweepResult:
+    """The judged record, its runs and verdicts, and the files they came from."""
+    runs: list[CollectiveRun]
+    verdicts: list[Verdict]
+    record: dict[str, Any]
+    record_path: Path
+    log: Path | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.record["verdict"]["status"] == "FAIL")
+
+
+def validate(job: SweepJob) -> None:
+    """Refuse sizes the node side would refuse, before anything is submitted."""
+    try:
+        parse_bytes(job.min_bytes), parse_bytes(job.max_bytes)
+    except ValueError as exc:
+        raise PctkError(str(exc), "write sizes like 1K, 64M, 1G") from None
+
+
+def run_sweep(job: SweepJob, *, run_dir: Path | None = None, timeout: float = 1800,
+              instance_type: str | None = None,
+              on_submit: Callable[[str, list[str]], None] | None = None,
+              on_state: Callable[[str, str], None] | None = None) -> SweepResult:
+    """Submit the sweep into ``run_dir`` (default: a new run folder), wait, judge the
+    record against the catalog and write it back. ``on_submit(job_id, sbatch command)``
+    once the job is queued, ``on_state(job_id, state)`` on every state it passes."""
+    validate(job)
+    out_dir = (run_dir or new_run_dir("collectives")).resolve()
+    job_id, cmd = start_sweep(job, out_dir)
+    if on_submit:
+        on_submit(job_id, cmd)
+    rec_path, log = finish_sweep(job_id, out_dir, timeout=timeout, on_state=(
+        (lambda state: on_state(job_id, state)) if on_state else None))
+    rec, runs, verdicts = judge_record(rec_path, log, instance_type)
+    write_record(rec_path, rec)
+    return SweepResult(runs, verdicts, rec, rec_path, log)
+
+
+def judge_sweep_record(rec_path: Path, instance_type: str | None = None) -> SweepResult:
+    """Judge a collectives record made earlier; the file is left as it is."""
+    rec, runs, verdicts = judge_record(rec_path, None, instance_type)
+    return SweepResult(runs, verdicts, rec, rec_path)

@@ -1,4 +1,4 @@
-"""Runs <-> ``pctk.result/v1`` records (metrics layout documented in :mod:`toolkit.nccl`)."""
+"""Runs <-> ``pctk.result/v1`` records (metrics layout documented in :mod:`toolkit.bench.nccl`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import RecordError, new_record, validate_record
+from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.nccl.parse import parse_nccl_file
+from toolkit.bench.nccl.verdict import Expectation, Verdict, judge, lookup_expectation, worst
 from toolkit.errors import PctkError
 from toolkit.fsutil import InputTooLarge, NotRegularFile, open_regular_text
-from toolkit.nccl.model import CollectiveRun
-from toolkit.nccl.parse import parse_nccl_file
-from toolkit.nccl.verdict import Expectation, Verdict, judge, lookup_expectation, worst
 
 
 def judge_runs(runs: list[CollectiveRun], *, instance_type: str | None = None,

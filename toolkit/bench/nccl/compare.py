@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from toolkit.nccl.model import CollectiveRun
+from toolkit.bench.nccl.model import CollectiveRun
 from toolkit.results.compare import DEFAULT_THRESHOLD, is_drop, judged_sizes
 
 DEFAULT_MIN_BYTES = 1 << 20

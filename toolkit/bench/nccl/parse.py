@@ -23,13 +23,14 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from benchmarks.collectives import COLLECTIVES, canonical_collective
+from benchmarks.vocab import COLLECTIVES, canonical_collective
+from toolkit.bench.nccl.algorithm import AlgorithmScanner
+from toolkit.bench.nccl.check import check_consistency
+from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row
+from toolkit.bench.nccl.network import NetworkScanner
+from toolkit.bench.nccl.parse_json import parse_nccl_json
 from toolkit.errors import PctkError
 from toolkit.fsutil import DEFAULT_MAX_READ_BYTES, InputTooLarge, NotRegularFile, open_regular_text
-from toolkit.nccl.algorithm import AlgorithmScanner
-from toolkit.nccl.check import check_consistency
-from toolkit.nccl.model import CollectiveRun, Device, Measurement, Row
-from toolkit.nccl.network import NetworkScanner
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+:\s?)")
 _RANK = re.compile(r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+"
@@ -507,8 +508,6 @@ def parse_nccl_file(path: str | Path, *, collective: str | None = None,
                 if first:
                     break
             if first == "{":
-                from toolkit.nccl.parse_json import parse_nccl_json
-
                 text = "".join(head) + lines.read()
                 return [parse_nccl_json(text, collective=collective, source=str(p),
                                         nranks=nranks)]

@@ -1,4 +1,5 @@
-"""The ``pctk bench storage`` command: flags, the driver, a table or JSON."""
+"""The ``pctk bench storage`` command: flags in, one call of
+:func:`toolkit.bench.storage.driver.bench_storage`, a table or JSON out."""
 
 from __future__ import annotations
 
@@ -7,54 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from benchmarks.storage.aggregate import THROUGHPUT_PHASES
-from toolkit.bench import storage_expect as expect
-from toolkit.bench.storage import StorageJob, default_run_dir, run_storage
+from toolkit.bench.storage.driver import StorageJob, bench_storage, default_run_dir
 from toolkit.cliout import JsonOption, emit_json, fail_if
-from toolkit.errors import PctkError
-
-
-def _config(path: Path | None) -> Any:
-    if path is None:
-        return None
-    from toolkit.config.yamlio import load_yaml
-
-    return load_yaml(path)
-
-
-def _network_gbps(instance_type: str | None) -> float | None:
-    if not instance_type:
-        return None
-    from toolkit import catalog
-
-    return catalog.get(instance_type).network_gbps
-
-
-def _store(record: Path, db: Path | None) -> str:
-    """Add the record (with the fio reports it names) to the results database; its id."""
-    from toolkit.results.ingest import load_record_files, store_record_files
-    from toolkit.results.store import ResultStore
-
-    store = ResultStore(db)
-    try:
-        return store_record_files(store, load_record_files([record]))[0].id
-    finally:
-        store.close()
-
-
-def _run_with_status(job: StorageJob, config: Any, gbps: float | None,
-                     timeout: float | None, detect_instance: bool, quiet: bool
-                     ) -> dict[str, Any]:
-    from rich.console import Console
-
-    console = Console(stderr=True, quiet=quiet)
-    start = time.monotonic()
-    with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
-        return run_storage(job, config=config, network_gbps=gbps, timeout=timeout,
-                           detect_instance=detect_instance, on_state=lambda state:
-                           status.update(f"storage benchmark: job {state} "
-                                         f"({time.monotonic() - start:.0f}s)"))
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -99,9 +58,6 @@ def table_rows(rec: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def print_table(rec: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     p = rec["params"]
     direct = "direct I/O" if rec["metrics"].get("direct_io") else "buffered (no O_DIRECT)"
     table = Table(title=f"pctk bench storage: {p['target']}, {p['nodes']} node(s) x "
@@ -155,26 +111,24 @@ def storage_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Shared file system throughput, IOPS and metadata rates from N nodes at once (fio)."""
-    data = _config(config)
-    if target is None:
-        target = expect.first_mount_dir(data) if data is not None else None
-        if target is None:
-            raise PctkError("no --target, and no SharedStorage MountDir in a --config",
-                            "give --target /fsx/bench or --config cluster.yaml")
-    job = StorageJob(nodes=nodes, target=target,
+    job = StorageJob(nodes=nodes, target=target or "",
                      run_dir=(run_dir or default_run_dir()).resolve(),
                      jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
                      rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
                      partition=partition, time_limit=time_limit, share_timeout=share_timeout,
                      direct=direct, block_sizes=block_sizes)
-    gbps = _network_gbps(instance_type)
-    rec = _run_with_status(job, data, gbps, timeout, instance_type is None, quiet=as_json)
-    stored = _store(job.run_dir / "record.json", db) if store else None
+    console = Console(stderr=True, quiet=as_json)
+    start = time.monotonic()
+    with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
+        res = bench_storage(job, config_path=config, instance_type=instance_type,
+                            timeout=timeout, store=store, db=db, on_state=lambda state:
+                            status.update(f"storage benchmark: job {state} "
+                                          f"({time.monotonic() - start:.0f}s)"))
     if as_json:
-        emit_json(rec)
+        emit_json(res.record)
     else:
-        print_table(rec)
-        typer.echo(f"record: {job.run_dir / 'record.json'}")
-        if stored:
-            typer.echo(f"stored as {stored}")
-    fail_if(rec["verdict"]["status"] == "FAIL")
+        print_table(res.record)
+        typer.echo(f"record: {res.record_path}")
+        if res.stored:
+            typer.echo(f"stored as {res.stored}")
+    fail_if(res.failed)

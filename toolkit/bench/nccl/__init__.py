@@ -40,7 +40,7 @@ side in tables, plots and comparisons::
           "notes": [str],
           "unsupported": str,                # torch sweep: backend lacks the collective
           "implementation": str,             # torch sweep: backend / EMULATED label
-          "algorithm": "NVLS" | "Ring" | "Tree" | ... | null,   # toolkit.nccl.algorithm
+          "algorithm": "NVLS" | "Ring" | "Tree" | ... | null,   # toolkit.bench.nccl.algorithm
           "algorithm_source": str | null,    # the setting or INFO lines it comes from
           "info_nranks": [int],              # nranks values of NCCL INFO comm lines
           "separate_processes": 1,           # >1: lone processes' outputs interleaved
@@ -49,7 +49,7 @@ side in tables, plots and comparisons::
           "timing": {"time_reduction": "mean" | "max", ...},  # torch sweep: over ranks
           "avg_busbw_sizes": [min, max],     # torch sweep: sizes avg_busbw_gbps covers
           "avg_busbw_gbps_not_launch_bound": float | null,    # torch sweep
-          "verdict": {"status", "reasons"}   # added by the driver (toolkit.nccl.verdict)
+          "verdict": {"status", "reasons"}   # added by the driver (toolkit.bench.nccl.verdict)
         }
       ]
     }
@@ -61,7 +61,7 @@ reduce_scatter, alltoall; 1 broadcast, reduce, sendrecv).
 
 from __future__ import annotations
 
-from toolkit.nccl.model import CollectiveRun, Measurement, Row
-from toolkit.nccl.parse import parse_nccl_file, parse_nccl_output
+from toolkit.bench.nccl.model import CollectiveRun, Measurement, Row
+from toolkit.bench.nccl.parse import parse_nccl_file, parse_nccl_output
 
 __all__ = ["CollectiveRun", "Measurement", "Row", "parse_nccl_file", "parse_nccl_output"]

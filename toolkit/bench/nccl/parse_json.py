@@ -27,12 +27,12 @@ import re
 from pathlib import PurePath
 from typing import Any
 
-from benchmarks.collectives import canonical_collective
+from benchmarks.vocab import canonical_collective
+from toolkit.bench.nccl.algorithm import AlgorithmScanner
+from toolkit.bench.nccl.check import check_consistency
+from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row
+from toolkit.bench.nccl.network import detect_network
 from toolkit.errors import PctkError
-from toolkit.nccl.algorithm import AlgorithmScanner
-from toolkit.nccl.check import check_consistency
-from toolkit.nccl.model import CollectiveRun, Device, Measurement, Row
-from toolkit.nccl.network import detect_network
 
 
 def _num(v: Any) -> float:

@@ -1,0 +1,82 @@
+"""``pctk bench collectives``: the torch.distributed sweep through Slurm. Flags in, one
+call of :mod:`toolkit.bench.collectives.driver`, tables or JSON out.
+
+Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from toolkit.bench.collectives.driver import SweepJob, judge_sweep_record, run_sweep
+from toolkit.bench.nccl.report import show_runs
+from toolkit.cliopts import DbOption, StoreOption, pick_alias
+from toolkit.cliout import JsonOption, fail_if
+from toolkit.progress import ProgressLines
+from toolkit.results.ingest import store_finished_run
+
+InstanceType = typer.Option(None, "--instance-type", envvar="PCTK_INSTANCE_TYPE",
+                            help="Instance type for the busbw expectation (catalog).")
+SweepRunDir = typer.Option(None, "--run-dir", help="Folder for the job log and record.json "
+                           "[<state home>/runs/collectives-TIME].")
+OldRunDir = typer.Option(None, "--out", "-o", hidden=True, help="Deprecated: --run-dir.")
+FromRecord = typer.Option(None, "--from-record",
+                          help="Judge an existing record instead of submitting.")
+
+
+def _console(as_json: bool) -> Console:
+    # with --json, stdout carries only the JSON document
+    return Console(stderr=True) if as_json else Console()
+
+
+def collectives(
+    nodes: int = typer.Option(2, "--nodes", "-N"),
+    partition: str = typer.Option(None, "--partition", "-p"),
+    ntasks_per_node: int = typer.Option(1, "--ntasks-per-node",
+                                        help="Ranks per node (GPUs per node on GPU nodes)."),
+    gpus_per_node: int = typer.Option(None, "--gpus-per-node"),
+    ops: str = typer.Option("all_reduce,all_gather,reduce_scatter,all_to_all,broadcast",
+                            "--ops"),
+    min_bytes: str = typer.Option("1K", "--min-bytes"),
+    max_bytes: str = typer.Option("64M", "--max-bytes"),
+    iters: int = typer.Option(20, "--iters"),
+    warmup: int = typer.Option(5, "--warmup"),
+    emulate_missing: bool = typer.Option(False, "--emulate-missing",
+                                         help="Emulate collectives gloo lacks (labelled)."),
+    run_dir: Path | None = SweepRunDir,
+    old_out: Path | None = OldRunDir,
+    timeout: float = typer.Option(1800, "--timeout", help="Seconds to wait for the job."),
+    from_record: Path = FromRecord,
+    instance_type: str = InstanceType,
+    as_json: bool = JsonOption,
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
+) -> None:
+    """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
+    console = _console(as_json)
+    run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
+    if from_record:
+        res = judge_sweep_record(from_record, instance_type)
+    else:
+        job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
+                       gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
+                       max_bytes=max_bytes, iters=iters, warmup=warmup,
+                       emulate_missing=emulate_missing)
+        progress: dict[str, ProgressLines] = {}  # a live line from submission to the end
+        with ExitStack() as waiting:
+            def submitted(job_id: str, cmd: list[str]) -> None:
+                console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
+                              highlight=False)
+                progress[job_id] = waiting.enter_context(ProgressLines("bench collectives"))
+
+            res = run_sweep(job, run_dir=run_dir, timeout=timeout, instance_type=instance_type,
+                            on_submit=submitted, on_state=lambda job_id, state:
+                            progress[job_id].update(f"job {job_id}: {state}"))
+    show_runs(res.runs, res.verdicts, res.record, as_json)
+    if store and not from_record:  # an existing record is stored with `pctk results add`
+        store_finished_run(res.record_path, db)
+    fail_if(res.failed)
