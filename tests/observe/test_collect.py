@@ -37,6 +37,13 @@ def _one(families: dict, name: str, **labels: str) -> float:
 def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
     twin.cmd("sacctmgr", "-i", "add", "account", ACCOUNT)
     twin.cmd("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}")
+    # slurmdbd pushes a new association to slurmctld a moment later; a job submitted before
+    # that is accounted to root's default account instead
+    deadline = time.monotonic() + 30
+    while f"Account={ACCOUNT} UserName=root" not in twin.cmd(
+            "scontrol", "show", "assoc_mgr", "flags=assoc", f"accounts={ACCOUNT}",
+            "users=root").stdout.replace("\n", " ") and time.monotonic() < deadline:
+        time.sleep(0.5)
     node = "gpu-st-p5-4"
     twin.cmd("scontrol", "update", f"NodeName={node}", "State=DRAIN",
              "Reason=pctk: gpu_devices: 8 of 8 GPU device files missing")
