@@ -58,7 +58,7 @@ def test_the_twin_enforces_max_array_size(small_arrays):
 
 
 def test_executor_splits_and_keeps_the_concurrency_limit(small_arrays, tmp_path):
-    ex = ClusterExecutor(tmp_path, queue="cpu", timeout_min=5, array_parallelism=2)
+    ex = ClusterExecutor(tmp_path, queue="cpu", timeout_min=5, array_parallelism=4)
     jobs = ex.map_array(pow, range(23), [2] * 23)
     arrays = sorted({j.job_id.split("_")[0] for j in jobs}, key=int)
     assert len(arrays) == 3
