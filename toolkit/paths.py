@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from toolkit.errors import PctkError
+
 # the folder holding the toolkit and benchmarks packages: a source checkout, or site-packages
 # when pctk is installed from its wheel (which then carries cluster-configs/ and sbatch/
 # inside the package, see pyproject.toml)
@@ -70,6 +72,20 @@ def config_or_preset(ref: str | os.PathLike[str]) -> Path:
         if preset.is_file():
             return preset
     return path
+
+
+def resolve_config(config: str | os.PathLike[str] | None) -> Path:
+    """A config that must exist: a file path, or the name of a preset in cluster-configs/
+    (default: the p5 preset); anything else is a one-line PctkError naming the presets."""
+    if config is None:
+        return preset_path(DEFAULT_PRESET)
+    p = config_or_preset(config)
+    if p.exists():
+        return p.resolve()
+    raise PctkError(
+        f"cluster config {config!s} not found",
+        f"give a YAML file or a preset: {', '.join(list_presets())}",
+    )
 
 
 def state_home() -> Path:
