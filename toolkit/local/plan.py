@@ -11,15 +11,19 @@ import contextlib
 import dataclasses
 import fcntl
 import os
+import pwd
 import re
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import catalog
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
+from toolkit.local.nodeaddr import compiler
 from toolkit.local.pcslurm import SlurmSettings, slurm_settings
 
 # slurm.conf parameters the twin must set itself (hosts, ports, paths, users, plugins that
@@ -188,8 +192,6 @@ def build_plan(
     host_address: str | None = None,
     node_addresses: bool | None = None,
 ) -> TwinPlan:
-    from toolkit import catalog
-
     if nodes_per_resource is not None and nodes_per_resource < 1:
         raise PctkError(f"--nodes must be at least 1 (got {nodes_per_resource})")
     cap = nodes_per_resource if nodes_per_resource is not None else machine_cap(topo)
@@ -312,10 +314,6 @@ def node_host(addr: str) -> str:
 
 def own_host_names_possible() -> bool:
     """Root with ``unshare`` (a host name per slurmd) and a C compiler (see nodeaddr.py)."""
-    import shutil
-
-    from toolkit.local.nodeaddr import compiler
-
     return os.geteuid() == 0 and shutil.which("unshare") is not None and compiler() is not None
 
 
@@ -334,8 +332,6 @@ def resolve_host_address() -> str:
 
 
 def _current_user() -> str:
-    import pwd
-
     return pwd.getpwuid(os.getuid()).pw_name
 
 
