@@ -336,21 +336,11 @@ class Twin:
     def _start_all(self, plan: TwinPlan, remember: Callable[[procs.Proc], None],
                    progress: Progress, timeout: float, drains: dict[str, str],
                    boot_delay: float = power.DEFAULT_BOOT_DELAY) -> None:
+        """Files, then the start table, then the static nodes' slurmd; wait for all."""
         s = self.state_dir
-        db_password = mariadb.password(s) if plan.accounting else None
-        files.write_files(plan, db_password)
         env = self._daemon_env()
-        power.write_programs(s, plan.slurm_conf, {
-            n.name: f"{n.partition}/{n.compute_resource}" for n in plan.nodes}, env, boot_delay,
-            addrs={n.name: n.addr for n in plan.nodes})
-        # nodes start as slurm.conf says (cloud nodes, powered down) rather than as the last
-        # run left them; jobs are kept, and operators' drains are applied again below
-        for name in ("node_state", "node_state.old"):
-            (s / "ctld" / "state" / name).unlink(missing_ok=True)
-        for port in plan.ports.all(len(plan.nodes)):
-            if not port_free(port):
-                raise PctkError(f"TCP port {port} is in use", "stop what uses it or set "
-                                "PCTK_TWIN_PORT_BASE to a free range")
+        db_password = mariadb.password(s) if plan.accounting else None
+        self._write_files(plan, db_password, env, boot_delay)
 
         for d in self.daemons(plan, db_password, timeout=timeout, progress=progress):
             if d.before:
@@ -379,6 +369,23 @@ class Twin:
             cmd_env = self._cmd_env()
             self._wait(lambda: slurm.sacct_answers(env=cmd_env), "sacct", None, timeout,
                        str(s / "dbd" / "slurmdbd.log"))
+
+    def _write_files(self, plan: TwinPlan, db_password: str | None, env: dict[str, str],
+                     boot_delay: float) -> None:
+        """Configuration, power programs, a fresh node state; and every port still free."""
+        s = self.state_dir
+        files.write_files(plan, db_password)
+        power.write_programs(s, plan.slurm_conf, {
+            n.name: f"{n.partition}/{n.compute_resource}" for n in plan.nodes}, env, boot_delay,
+            addrs={n.name: n.addr for n in plan.nodes})
+        # nodes start as slurm.conf says (cloud nodes, powered down) rather than as the last
+        # run left them; jobs are kept, and operators' drains are applied again below
+        for name in ("node_state", "node_state.old"):
+            (s / "ctld" / "state" / name).unlink(missing_ok=True)
+        for port in plan.ports.all(len(plan.nodes)):
+            if not port_free(port):
+                raise PctkError(f"TCP port {port} is in use", "stop what uses it or set "
+                                "PCTK_TWIN_PORT_BASE to a free range")
 
     def _wait_nodes_ready(self, plan: TwinPlan, slurmds: list[tuple[Any, procs.Proc]],
                           drains: dict[str, str], timeout: float, ctld_log: Path) -> None:
