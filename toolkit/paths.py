@@ -7,6 +7,7 @@ variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RE
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -130,7 +131,5 @@ def runs_dir() -> Path:
 
 def new_run_dir(kind: str) -> Path:
     """A fresh run folder name for one benchmark run: ``<runs>/<kind>-<UTC stamp>``."""
-    import datetime as dt
-
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return runs_dir() / f"{kind}-{stamp}"
