@@ -11,12 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolkit.config.model import load_topology
-from toolkit.errors import PctkError
 from toolkit.local import state
-from toolkit.local.plan import slurm_cluster_name
 from toolkit.local.twin import Progress, Twin, TwinStatus
-from toolkit.paths import resolve_config, twin_dir
+from toolkit.paths import twin_dir
 
 
 def _quiet(_: str) -> None:
@@ -25,16 +22,6 @@ def _quiet(_: str) -> None:
 
 def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
     return (Path(root) if root else twin_dir()).absolute()
-
-
-def cluster_of(config: str | os.PathLike[str] | None) -> str:
-    """The Slurm cluster name a config's twin gets (its folder name under the root)."""
-    return slurm_cluster_name(load_topology(resolve_config(config)).name)
-
-
-def _started(twin: Twin) -> float:
-    st = state.load(twin.state_dir)
-    return float(st.started) if st and st.started is not None else 0.0
 
 
 def known(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
@@ -51,21 +38,7 @@ def running(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
 def select(root: str | os.PathLike[str] | None = None, cluster: str | None = None) -> Twin:
     """The twin meant: the named cluster's, else the running one, else the last started."""
     base = root_dir(root)
-    twins = known(base)
-    if cluster:
-        if cluster in twins:
-            return twins[cluster]
-        names = ", ".join(twins) or "none yet"
-        raise PctkError(f"no twin of cluster {cluster!r} in {base}", f"known clusters: {names}")
-    up = running(base)
-    if len(up) > 1:
-        raise PctkError(f"twins of several clusters run: {', '.join(up)}",
-                        "choose one with --cluster NAME")
-    if up:
-        return next(iter(up.values()))
-    if twins:
-        return max(twins.values(), key=_started)
-    return Twin(base / cluster_of(None), root=base)
+    return Twin(state.select(base, cluster), root=base)
 
 
 def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None = None, *,
@@ -73,7 +46,7 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
        boot_delay: float | None = None) -> TwinStatus:
     """Start the config's twin in its own folder, stopping another cluster's running twin."""
     base = root_dir(root)
-    name = cluster_of(config)
+    name = state.cluster_of(config)
     twins = known(base)
     target = twins.get(name) or Twin(base / name, root=base)
     for other_name, other in running(base).items():

@@ -17,15 +17,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.config.model import load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.local import power, procs
-from toolkit.local.plan import Ports
+from toolkit.local.plan import Ports, slurm_cluster_name
+from toolkit.paths import resolve_config
 
 # 2: nodes_per_resource None means the config's counts (1 stored the default 4)
 STATE_VERSION = 2
@@ -209,6 +212,36 @@ def known(root: Path) -> dict[str, Path]:
 def running(root: Path) -> dict[str, Path]:
     """The twins under a root with any daemon up (running or degraded)."""
     return {name: d for name, d in known(root).items() if any_daemon_up(d)}
+
+
+def cluster_of(config: str | os.PathLike[str] | None) -> str:
+    """The Slurm cluster name a config's twin gets (its folder name under the root)."""
+    return slurm_cluster_name(load_topology(resolve_config(config)).name)
+
+
+def select(root: Path, cluster: str | None = None) -> Path:
+    """The state folder of the twin meant: the named cluster's, else the running one, else
+    the last started, else the default preset's (not started yet)."""
+    twins = known(root)
+    if cluster:
+        if cluster in twins:
+            return twins[cluster]
+        names = ", ".join(twins) or "none yet"
+        raise PctkError(f"no twin of cluster {cluster!r} in {root}", f"known clusters: {names}")
+    up = {name: d for name, d in twins.items() if any_daemon_up(d)}
+    if len(up) > 1:
+        raise PctkError(f"twins of several clusters run: {', '.join(up)}",
+                        "choose one with --cluster NAME")
+    if up:
+        return next(iter(up.values()))
+    if twins:
+        return max(twins.values(), key=_started)
+    return root / cluster_of(None)
+
+
+def _started(state_dir: Path) -> float:
+    st = load(state_dir)
+    return float(st.started) if st and st.started is not None else 0.0
 
 
 def running_env(root: Path) -> dict[str, str]:

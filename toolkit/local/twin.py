@@ -39,7 +39,7 @@ from toolkit.local.plan import (
 )
 from toolkit.local.state import TwinState
 from toolkit.observe import stack
-from toolkit.paths import resolve_config
+from toolkit.paths import resolve_config, twin_dir
 from toolkit.submit import slurm
 
 APT_HINT = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server (or `make deps`)"
@@ -146,10 +146,8 @@ class Twin:
                  root: str | os.PathLike[str] | None = None):
         if state_dir is None:
             # no folder named: the twin meant under the twin root (running, else last started)
-            from toolkit.local.clusters import select  # clusters builds on this module
-
-            meant: Twin = select(root)
-            state_dir, root = meant.state_dir, meant.root
+            root = Path(root) if root else twin_dir()
+            state_dir = state.select(root.absolute())
         self.state_dir: Path = Path(state_dir).absolute()
         self.state_file = state.state_file(self.state_dir)
         # the folder of all twins (one per cluster) this one belongs to; see toolkit.local.clusters
