@@ -31,11 +31,12 @@ import platform
 import re
 import socket
 import stat
-import subprocess
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
+
+from benchmarks import slurmnode
 
 SCHEMA = "pctk.result/v1"
 KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage")
@@ -51,23 +52,6 @@ def _now() -> str:
 
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.(?:\d*x?large|metal(?:-\d+xl)?)$")
-
-
-def _scontrol(*args: str) -> str:
-    try:
-        return subprocess.run(["scontrol", *args], capture_output=True, text=True,
-                              timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
-def _slurm_config() -> dict[str, str]:
-    out = {}
-    for line in _scontrol("show", "config").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
 
 
 def _cluster_name(config: dict[str, str]) -> str | None:
@@ -89,19 +73,14 @@ def _instance_type() -> str | None:
     node = os.environ.get("SLURMD_NODENAME")
     if not node:
         return None
-    for token in _scontrol("show", "node", node, "-o").split():
-        if token.startswith("AvailableFeatures="):
-            for feature in token.split("=", 1)[1].split(","):
-                if _INSTANCE_TYPE.match(feature):
-                    return feature
-    return None
+    return next((f for f in slurmnode.node_features(node) if _INSTANCE_TYPE.match(f)), None)
 
 
 def cluster_from_env() -> dict[str, Any]:
     """What the Slurm environment says about where this runs (empty fields outside Slurm)."""
     env = os.environ
     nodes = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
-    config = _slurm_config()
+    config = slurmnode.show_config()
     return {
         "name": _cluster_name(config),
         "instance_type": _instance_type(),

@@ -7,8 +7,11 @@ variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RE
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
+
+from toolkit.errors import PctkError
 
 # the folder holding the toolkit and benchmarks packages: a source checkout, or site-packages
 # when pctk is installed from its wheel (which then carries cluster-configs/ and sbatch/
@@ -72,6 +75,20 @@ def config_or_preset(ref: str | os.PathLike[str]) -> Path:
     return path
 
 
+def resolve_config(config: str | os.PathLike[str] | None) -> Path:
+    """A config that must exist: a file path, or the name of a preset in cluster-configs/
+    (default: the p5 preset); anything else is a one-line PctkError naming the presets."""
+    if config is None:
+        return preset_path(DEFAULT_PRESET)
+    p = config_or_preset(config)
+    if p.exists():
+        return p.resolve()
+    raise PctkError(
+        f"cluster config {config!s} not found",
+        f"give a YAML file or a preset: {', '.join(list_presets())}",
+    )
+
+
 def state_home() -> Path:
     """Per-user state root: ``$PCTK_HOME``, ``$XDG_STATE_HOME/pctk`` or ~/.local/state/pctk."""
     if env := os.environ.get("PCTK_HOME"):
@@ -114,7 +131,5 @@ def runs_dir() -> Path:
 
 def new_run_dir(kind: str) -> Path:
     """A fresh run folder name for one benchmark run: ``<runs>/<kind>-<UTC stamp>``."""
-    import datetime as dt
-
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return runs_dir() / f"{kind}-{stamp}"

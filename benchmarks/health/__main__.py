@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import slurmnode
 from benchmarks.health.context import build_context
 from benchmarks.health.runner import CHECK_NAMES, LEVELS, drain_reason, run_checks
 from benchmarks.health.status import NAGIOS_CRITICAL, NAGIOS_UNKNOWN, nagios_code
@@ -72,11 +73,9 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     written = _write_report(args.out_dir, ctx.node, report)
     reason = drain_reason(report["checks"])
-    if args.drain_on_fail and reason:
-        r = ctx.tools.run(["scontrol", "update", f"NodeName={ctx.node}", "State=DRAIN",
-                           f"Reason={reason}"], timeout=10)
-        if r is None or r.rc != 0:
-            print(f"pctk health: could not drain {ctx.node}", file=sys.stderr)
+    if args.drain_on_fail and reason and not slurmnode.drain(ctx.node, reason, timeout=10,
+                                                               path=ctx.tools.path):
+        print(f"pctk health: could not drain {ctx.node}", file=sys.stderr)
     code = nagios_code([r["status"] for r in report["checks"].values()])
     return code if written or code == NAGIOS_CRITICAL else NAGIOS_UNKNOWN
 

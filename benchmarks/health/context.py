@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import slurmnode
 from benchmarks.health.tools import Tools
 
 THRESHOLDS_FILE = Path(__file__).resolve().parent / "thresholds.json"
@@ -57,11 +58,7 @@ def node_name() -> str:
 
 
 def _features_instance_type(node: str, known: list[str], tools: Tools) -> str | None:
-    r = tools.run(["scontrol", "show", "node", node, "-o"], timeout=5)
-    if r is None or r.rc != 0:
-        return None
-    m = re.search(r"AvailableFeatures=(\S+)", r.out)
-    feats = m.group(1).split(",") if m else []
+    feats = slurmnode.node_features(node, timeout=5, path=tools.path)
     return next((f for f in feats if f in known), None)
 
 

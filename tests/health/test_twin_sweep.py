@@ -29,7 +29,7 @@ from tests.health.faults import (
     write_tool,
 )
 from toolkit.cli import main
-from toolkit.local.twin import make_placeholder_device
+from toolkit.local.files import make_placeholder_device
 
 pytestmark = pytest.mark.twin
 

@@ -31,7 +31,7 @@ from tests.results import records
 from tests.storage.test_node import run_node
 from toolkit import catalog
 from toolkit.local import procs
-from toolkit.local.twin import make_placeholder_device
+from toolkit.local.files import make_placeholder_device
 from toolkit.observe.dashboard import dashboard_json, panel_queries
 from toolkit.results.metrics import avg_busbw
 from toolkit.results.store import ResultStore

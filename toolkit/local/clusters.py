@@ -8,14 +8,11 @@ A state folder from before this layout (``twin.json`` in the root itself) still 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from toolkit.config.model import load_topology
-from toolkit.errors import PctkError
-from toolkit.local.plan import slurm_cluster_name
-from toolkit.local.twin import Progress, Twin, TwinStatus, resolve_config
+from toolkit.local import state
+from toolkit.local.twin import Progress, Twin, TwinStatus
 from toolkit.paths import twin_dir
 
 
@@ -27,38 +24,10 @@ def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
     return (Path(root) if root else twin_dir()).absolute()
 
 
-def cluster_of(config: str | os.PathLike[str] | None) -> str:
-    """The Slurm cluster name a config's twin gets (its folder name under the root)."""
-    return slurm_cluster_name(load_topology(resolve_config(config)).name)
-
-
-def _recorded(twin: Twin, key: str) -> object:
-    """One field of a twin's twin.json (None when unreadable)."""
-    try:
-        data = json.loads(twin.state_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return data.get(key) if isinstance(data, dict) else None
-
-
-def _started(twin: Twin) -> float:
-    value = _recorded(twin, "started")
-    return float(value) if isinstance(value, (int, float)) else 0.0
-
-
 def known(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
     """Every twin under the root, by cluster name (a legacy root-level twin included)."""
     base = root_dir(root)
-    out: dict[str, Twin] = {}
-    legacy = Twin(base)
-    name = _recorded(legacy, "cluster")
-    if isinstance(name, str) and name:
-        out[name] = legacy
-    if base.is_dir():
-        for sub in sorted(base.iterdir()):
-            if (sub / "twin.json").is_file() and sub.name not in out:
-                out[sub.name] = Twin(sub, root=base)
-    return out
+    return {name: Twin(d, root=base) for name, d in state.known(base).items()}
 
 
 def running(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
@@ -69,21 +38,7 @@ def running(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:
 def select(root: str | os.PathLike[str] | None = None, cluster: str | None = None) -> Twin:
     """The twin meant: the named cluster's, else the running one, else the last started."""
     base = root_dir(root)
-    twins = known(base)
-    if cluster:
-        if cluster in twins:
-            return twins[cluster]
-        names = ", ".join(twins) or "none yet"
-        raise PctkError(f"no twin of cluster {cluster!r} in {base}", f"known clusters: {names}")
-    up = running(base)
-    if len(up) > 1:
-        raise PctkError(f"twins of several clusters run: {', '.join(up)}",
-                        "choose one with --cluster NAME")
-    if up:
-        return next(iter(up.values()))
-    if twins:
-        return max(twins.values(), key=_started)
-    return Twin(base / cluster_of(None), root=base)
+    return Twin(state.select(base, cluster), root=base)
 
 
 def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None = None, *,
@@ -91,7 +46,7 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
        boot_delay: float | None = None) -> TwinStatus:
     """Start the config's twin in its own folder, stopping another cluster's running twin."""
     base = root_dir(root)
-    name = cluster_of(config)
+    name = state.cluster_of(config)
     twins = known(base)
     target = twins.get(name) or Twin(base / name, root=base)
     for other_name, other in running(base).items():
@@ -106,20 +61,18 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
 
 def config_of(twin: Twin) -> str | None:
     """The config file a twin was last started with."""
-    value = _recorded(twin, "config")
-    return value if isinstance(value, str) else None
+    st = state.load(twin.state_dir)
+    return st.config if st else None
 
 
 def nodes_of(twin: Twin) -> int | None:
     """The --nodes a twin was last started with (None: the config's node counts)."""
-    value = _recorded(twin, "nodes_per_resource")
-    version = _recorded(twin, "version")
-    if not isinstance(version, int) or version < 2:
+    st = state.load(twin.state_dir)
+    if st is None or st.version < 2:
         return None  # written when 4 was the silent default, not the user's choice
-    return value if isinstance(value, int) else None
+    return st.nodes_per_resource
 
 
 def running_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """SLURM_CONF and PCTK_TWIN_DIR of the one running twin ({} when none or several)."""
-    up_now = running(root)
-    return next(iter(up_now.values())).env() if len(up_now) == 1 else {}
+    return state.running_env(root_dir(root))

@@ -21,15 +21,18 @@ State lives in ``faults.json`` in the twin's folder, keyed by kind (one fault pe
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import PctkError
+from toolkit.local import capacity, power, procs, state
 
 KINDS = ("slow-net", "slow-cpu")
 CGROUP_ROOT = Path(os.environ.get("PCTK_CGROUP_ROOT", "/sys/fs/cgroup"))
@@ -55,8 +58,6 @@ def active(state_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _save(state_dir: Path, faults: dict[str, dict[str, Any]]) -> None:
     """Write this module's kinds; other kinds in the file (armed ICE faults) stay."""
-    from toolkit.local import capacity
-
     with capacity.faults(state_dir) as data:
         for kind in KINDS:
             data.pop(kind, None)
@@ -79,18 +80,13 @@ def node_addresses(state_dir: Path) -> dict[str, str]:
 
 
 def _slurmd_pid(state_dir: Path, node: str) -> int:
-    from toolkit.local import power, procs
-
     # the slurmd the twin (static nodes) or its power programs (dynamic nodes) started
     if (rec := power.recorded_slurmd(state_dir, node)) is not None and procs.is_running(rec):
         return rec.pid
-    try:
-        state = json.loads((state_dir / "twin.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        state = {}
-    for p in state.get("procs") or []:
-        if p.get("name") == f"slurmd:{node}" and Path(f"/proc/{p.get('pid')}").exists():
-            return int(p["pid"])
+    st = state.load(state_dir)
+    for p in st.procs if st else []:
+        if p.name == f"slurmd:{node}" and Path(f"/proc/{p.pid}").exists():
+            return p.pid
     raise PctkError(f"the slurmd of {node} is not running",
                     "start the twin (`pctk local up`); a powered-down dynamic node (idle~) "
                     "runs once a job needs it")
@@ -113,9 +109,6 @@ def _tc_lock() -> Iterator[None]:
     """lo's qdisc tree is shared by every twin on the machine: change it one at a time.
 
     Re-entrant within this process (an error message probes what the kernel offers)."""
-    import fcntl
-    import tempfile
-
     if _held:
         yield
         return
@@ -357,6 +350,4 @@ def clear(state_dir: Path) -> list[str]:
             unthrottle(fault)
     if faults or _state_file(state_dir).exists():
         _save(state_dir, {})
-    from toolkit.local import capacity
-
     return sorted([*faults, *(["ice"] if capacity.clear(state_dir) else [])])

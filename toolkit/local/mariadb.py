@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import secrets
 import shutil
 import subprocess
 import time
@@ -141,6 +142,22 @@ def setup_sql(password: str) -> str:
         f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
         "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
     )
+
+
+def password(state_dir: Path) -> str:
+    """slurmdbd's database password, made once per twin (mode 0600)."""
+    pw_file = state_dir / "mysql" / "slurm.password"
+    if pw_file.exists():
+        return pw_file.read_text().strip()
+    pw = secrets.token_hex(16)
+    atomic_write_text(pw_file, pw + "\n", 0o600)
+    return pw
+
+
+def setup(db: DbLayout, password: str, env: dict[str, str]) -> bool:
+    """Run :func:`setup_sql` through the socket; False while the server does not answer."""
+    argv = client_argv(db, setup_sql(password))
+    return subprocess.run(argv, capture_output=True, env=env).returncode == 0
 
 
 def purge(db: DbLayout) -> None:

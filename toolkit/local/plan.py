@@ -7,14 +7,23 @@ down to what this machine has.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import os
+import pwd
 import re
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import catalog
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
+from toolkit.local.nodeaddr import compiler
 from toolkit.local.pcslurm import SlurmSettings, slurm_settings
 
 # slurm.conf parameters the twin must set itself (hosts, ports, paths, users, plugins that
@@ -68,6 +77,20 @@ class Ports:
         return [self.slurmctld, self.slurmdbd, self.mysql] + [
             self.slurmd_base + i for i in range(n_nodes)
         ]
+
+    def to_json(self) -> dict[str, int]:
+        return {"slurmctld": self.slurmctld, "slurmdbd": self.slurmdbd, "mysql": self.mysql,
+                "slurmd_base": self.slurmd_base}
+
+    @classmethod
+    def from_json(cls, d: object) -> Ports | None:
+        """As recorded in twin.json; None when absent or malformed."""
+        if not isinstance(d, dict):
+            return None
+        try:
+            return cls(*(int(d[k]) for k in ("slurmctld", "slurmdbd", "mysql", "slurmd_base")))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)
@@ -169,13 +192,12 @@ def build_plan(
     host_address: str | None = None,
     node_addresses: bool | None = None,
 ) -> TwinPlan:
-    from toolkit import catalog
-
     if nodes_per_resource is not None and nodes_per_resource < 1:
         raise PctkError(f"--nodes must be at least 1 (got {nodes_per_resource})")
     cap = nodes_per_resource if nodes_per_resource is not None else machine_cap(topo)
     cores, mem_mib = host or host_resources()
-    specs: list[tuple[str, str, str, str, bool, int, str | None, int, tuple[str, ...]]] = []
+    # each node as the config shapes it; port, address and memory follow once all are known
+    specs: list[TwinNode] = []
     partitions: list[tuple[str, tuple[str, ...]]] = []
     notes: list[str] = []
     for q in topo.queues:
@@ -206,9 +228,10 @@ def build_plan(
             for n in names:
                 static = "-st-" in n
                 feats = tuple(["static" if static else "dynamic", *features[1:]])
-                specs.append(
-                    (n, q.name, cr.instance_type, cr.name, static, cpus, gres, gpus, feats)
-                )
+                specs.append(TwinNode(
+                    name=n, partition=q.name, instance_type=cr.instance_type,
+                    compute_resource=cr.name, static=static, cpus=cpus, real_memory_mib=0,
+                    gres=gres, gpu_count=gpus, features=feats, port=0))
                 members.append(n)
         partitions.append((q.name, tuple(members)))
     if len(specs) > MAX_TWIN_NODES:
@@ -223,21 +246,13 @@ def build_plan(
                      "unshare and a C compiler): `pctk local fault slow-net` is unavailable")
     mem_per_node = max(256, min(mem_mib // max(1, len(specs)), 64 * 1024))
     nodes = tuple(
-        TwinNode(
-            name=n,
-            partition=part,
-            instance_type=itype,
-            compute_resource=crname,
-            static=static,
-            cpus=cpus,
+        dataclasses.replace(
+            spec,
             real_memory_mib=mem_per_node,
-            gres=gres,
-            gpu_count=gpus,
-            features=feats,
             port=ports.slurmd_base + i,
             addr=node_address(ports.slurmd_base + i) if node_addresses else "127.0.0.1",
         )
-        for i, (n, part, itype, crname, static, cpus, gres, gpus, feats) in enumerate(specs)
+        for i, spec in enumerate(specs)
     )
     custom: list[tuple[str, str]] = []
     for key, value in topo.custom_slurm_settings:
@@ -299,10 +314,6 @@ def node_host(addr: str) -> str:
 
 def own_host_names_possible() -> bool:
     """Root with ``unshare`` (a host name per slurmd) and a C compiler (see nodeaddr.py)."""
-    import shutil
-
-    from toolkit.local.nodeaddr import compiler
-
     return os.geteuid() == 0 and shutil.which("unshare") is not None and compiler() is not None
 
 
@@ -321,8 +332,6 @@ def resolve_host_address() -> str:
 
 
 def _current_user() -> str:
-    import pwd
-
     return pwd.getpwuid(os.getuid()).pw_name
 
 
@@ -335,6 +344,23 @@ def port_free(port: int) -> bool:
             except OSError:
                 return False
     return True
+
+
+@contextlib.contextmanager
+def port_lock() -> Iterator[None]:
+    """Serialise port choice and daemon start between twins starting at the same time.
+
+    Otherwise two twins can both find the same ports free and collide a second later.
+    """
+    path = Path(tempfile.gettempdir()) / "pctk-twin-ports.lock"
+    with open(path, "a") as fh:
+        with contextlib.suppress(PermissionError):
+            os.chmod(path, 0o666)
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:

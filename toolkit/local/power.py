@@ -87,6 +87,14 @@ def load_config(state_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def set_boot_delay(state_dir: Path, boot_delay: float) -> None:
+    """Change the boot delay of a running twin's power programs (read at each power-up)."""
+    cfg = load_config(state_dir)
+    if cfg and cfg.get("boot_delay") != boot_delay:
+        cfg["boot_delay"] = boot_delay
+        atomic_write_json(state_dir / CONFIG, cfg)
+
+
 def event(state_dir: Path, node: str, what: str, detail: str = "") -> None:
     line = json.dumps({"time": round(time.time(), 3), "node": node, "event": what,
                        "detail": detail})
@@ -196,6 +204,8 @@ def env_of(cfg: dict[str, Any]) -> dict[str, str]:
 
 
 def resume(state_dir: Path, hostlist: str) -> None:
+    # capacity builds on this module; toolkit.submit's package imports submitit, which the
+    # power programs (run by slurmctld at every power-up) need not load
     from toolkit.local import capacity
     from toolkit.submit.slurm import expand_hostlist
 
@@ -226,7 +236,7 @@ def boot(state_dir: Path, nodes: list[str]) -> None:
 
 
 def suspend(state_dir: Path, hostlist: str) -> None:
-    from toolkit.submit.slurm import expand_hostlist
+    from toolkit.submit.slurm import expand_hostlist  # see resume()
 
     env = env_of(load_config(state_dir))
     nodes = expand_hostlist(hostlist, env=env)

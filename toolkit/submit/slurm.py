@@ -1,11 +1,13 @@
 """The one module that runs Slurm's commands for jobs and nodes.
 
-``sbatch``, ``squeue``, ``sacct``, ``scontrol``, ``scancel`` and ``sinfo`` are run here and
-nowhere else in the driver (the twin's daemon management in :mod:`toolkit.local` keeps its
-own calls for starting and probing its daemons). Everything a launcher, ``pctk submit``,
-``pctk jobs/logs/cancel``, the health sweep and the submitit watcher need is a small function
-in one of the blocks below: running a command, the state vocabulary, whether accounting
-answers, submitting, job state, the one wait loop, cluster queries, node administration.
+``sbatch``, ``squeue``, ``sacct``, ``sacctmgr``, ``scontrol``, ``scancel`` and ``sinfo`` are
+run here and nowhere else in the driver. Everything a launcher, ``pctk submit``, ``pctk
+jobs/logs/cancel``, the health sweep, the submitit watcher, the metrics collector and the
+local twin (its start-up probes, power programs and faults) need is a small function in one
+of the blocks below: running a command, the state vocabulary, whether accounting answers,
+submitting, job state, the one wait loop, cluster queries, node administration, the twin's
+daemons. The node side has its own counterpart, ``benchmarks/slurmnode.py`` (it cannot
+import this package).
 
 Job state works with or without accounting: ``sacct`` when it answers on this cluster, else
 ``squeue --states=all`` (which still knows jobs that ended within ``MinJobAge``); a second
@@ -188,10 +190,11 @@ def sbatch_test_only(args: list[str]) -> subprocess.CompletedProcess[str]:
     return ask(["sbatch", "--test-only", *args, "--wrap", "true"])
 
 
-def cancel(*job_ids: str, check: bool = False) -> None:
+def cancel(*job_ids: str, check: bool = False, env: Mapping[str, str] | None = None) -> None:
     """``scancel``; with ``check``, a refusal is a one-line PctkError (else ignored: the job
     may have ended on its own)."""
-    r = run(["scancel", *job_ids]) if check else ask(["scancel", *job_ids])
+    argv = ["scancel", *job_ids]
+    r = run(argv, env=env) if check else ask(argv, env=env)
     if check and r.returncode != 0:
         raise PctkError(f"scancel failed: {r.stderr.strip()}")
 
@@ -497,3 +500,48 @@ def node_states(*, env: dict[str, str] | None = None) -> dict[str, tuple[str, st
             name, state, reason = [*line.split("|", 2), "", ""][:3]
             out[name] = (state.strip().lower(), "" if reason == "none" else reason)
     return out
+
+
+# ---------------------------------------------------------------- the twin's daemons: start-up
+# probes, accounting registration, the whole queue (toolkit.local.twin); never raise
+def ping(*, env: Mapping[str, str] | None = None, timeout: float = 30) -> bool:
+    """``scontrol ping``: whether slurmctld answers."""
+    return "UP" in ask(["scontrol", "ping"], env=env, timeout=timeout).stdout
+
+
+def sacct_answers(*, env: Mapping[str, str] | None = None, timeout: float = 30) -> bool:
+    """Whether ``sacct`` answers (slurmdbd up and the cluster registered)."""
+    return ask(["sacct", "-n", "-X", "-o", "JobID"], env=env, timeout=timeout).returncode == 0
+
+
+def sacctmgr_clusters(*, env: Mapping[str, str] | None = None) -> list[str] | None:
+    """The clusters slurmdbd knows (``sacctmgr list cluster``); None when it does not answer."""
+    r = ask(["sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster"], env=env, timeout=30)
+    return r.stdout.split() if r.returncode == 0 else None
+
+
+def sacctmgr_add_cluster(name: str, *, env: Mapping[str, str] | None = None) -> bool:
+    """``sacctmgr -i add cluster NAME`` (needed before slurmctld can record jobs)."""
+    r = ask(["sacctmgr", "-i", "add", "cluster", name], env=env, timeout=30)
+    return r.returncode == 0
+
+
+def queued_jobs(*, env: Mapping[str, str] | None = None) -> list[str] | None:
+    """Ids of every job slurmctld holds (``squeue -h -o %A``); None when it does not answer."""
+    r = ask(["squeue", "-h", "-o", "%A"], env=env, timeout=30)
+    return [x for x in r.stdout.split() if x.isdigit()] if r.returncode == 0 else None
+
+
+NODE_DETAILS = ("name", "partition", "state", "cpus", "gres", "reason")
+
+
+def node_details(*, env: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """One row per node and partition (``sinfo -N %N|%P|%T|%c|%G|%E``) with the keys of
+    NODE_DETAILS; [] when Slurm does not answer."""
+    r = ask(["sinfo", "-h", "-N", "-o", "%N|%P|%T|%c|%G|%E"], env=env, timeout=30)
+    rows = []
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        row = dict(zip(NODE_DETAILS, (line.split("|") + [""] * 6)[:6], strict=True))
+        row["partition"] = row["partition"].rstrip("*")
+        rows.append(row)
+    return rows

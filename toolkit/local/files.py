@@ -1,0 +1,84 @@
+"""The twin's files in its state folder: rendered configuration, stand-in GPU devices, the
+munge key, and the runtime files (pid files, sockets) a crashed run leaves behind.
+
+What the files say is decided by :mod:`toolkit.local.render` (pure functions of the plan);
+this module writes them, atomically and with the modes the daemons insist on.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from toolkit.fsutil import atomic_write_bytes, atomic_write_text
+from toolkit.local import mariadb, nodeaddr
+from toolkit.local.plan import TwinPlan
+from toolkit.local.render import (
+    render_cgroup_conf,
+    render_gres_conf,
+    render_slurm_conf,
+    render_slurmdbd_conf,
+    render_task_prolog,
+)
+
+RUNTIME_FILES = ("munge/munge.socket.2", "munge/munge.socket.2.lock", "munge/munged.pid",
+                 "ctld/slurmctld.pid", "dbd/slurmdbd.pid")
+
+
+def make_placeholder_device(path: Path) -> None:
+    """A stand-in GPU device file that Slurm accepts: a character device like /dev/null.
+
+    gres.conf ``File=`` must name character devices (else no CUDA_VISIBLE_DEVICES); where
+    mknod is not allowed, a symlink to /dev/null serves the same purpose.
+    """
+    if path.is_char_device():
+        return
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        path.symlink_to("/dev/null")
+
+
+def clean_runtime_files(state_dir: Path) -> None:
+    """Pid files and sockets of daemons that are no longer running."""
+    for rel in RUNTIME_FILES:
+        (state_dir / rel).unlink(missing_ok=True)
+    db = mariadb.layout(state_dir)
+    db.socket.unlink(missing_ok=True)
+    db.pid_file.unlink(missing_ok=True)
+    nodes = state_dir / "nodes"
+    if nodes.is_dir():
+        for pid in nodes.glob("*/slurmd.pid"):
+            pid.unlink(missing_ok=True)
+
+
+def write_files(plan: TwinPlan, db_password: str | None) -> None:
+    """Every file the daemons read (slurmdbd.conf only with accounting)."""
+    s = plan.state_dir
+    for sub in ("etc", "munge", "ctld/state", "dbd", "mysql", "nodes", "log"):
+        (s / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(s / "munge", 0o711)
+    os.chmod(s / "mysql", 0o700)
+    atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
+    atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
+    atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
+    if any(n.addr != "127.0.0.1" for n in plan.nodes):
+        lib = nodeaddr.build(s / "lib")
+        atomic_write_text(plan.etc / "task_prolog.sh", render_task_prolog(plan, str(lib)), 0o755)
+    if db_password is not None:
+        atomic_write_text(plan.etc / "slurmdbd.conf", render_slurmdbd_conf(plan, db_password),
+                          0o600)
+    for n in plan.nodes:
+        nd = plan.node_dir(n.name)
+        (nd / "spool").mkdir(parents=True, exist_ok=True)
+        if n.gpu_count:
+            (nd / "dev").mkdir(exist_ok=True)
+            for f in plan.gpu_files(n):
+                make_placeholder_device(f)
+    key = s / "munge" / "munge.key"
+    if not key.exists():
+        atomic_write_bytes(key, secrets.token_bytes(1024), 0o400)

@@ -1,0 +1,267 @@
+"""What a twin's state folder records (``twin.json``), and which twins a twin root holds.
+
+``twin.json`` is written by ``Twin.up`` (once per daemon started, so a crash mid-start still
+leaves the pids to stop) and by ``Twin.down``; everything else only reads it: the CLI's
+status, the cluster finder of ``pctk submit`` (:mod:`toolkit.submit.cluster`), the faults.
+A missing, torn or foreign file reads as no state (a twin that crashed or never ran); a
+malformed ``procs`` list reads as no processes. Keys this module does not know are kept
+when the file is written again.
+
+A node's slurmd may have been replaced since ``up`` recorded it (static node replacement,
+a powered-up dynamic node): :func:`live_procs` asks :mod:`toolkit.local.power` for the one
+running now. Importing this module does not import the daemon manager (``toolkit.local.twin``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.config.model import load_topology
+from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_json
+from toolkit.local import power, procs
+from toolkit.local.plan import Ports, slurm_cluster_name
+from toolkit.paths import resolve_config
+
+# 2: nodes_per_resource None means the config's counts (1 stored the default 4)
+STATE_VERSION = 2
+STATE_FILE = "twin.json"
+
+
+@dataclass
+class TwinState:
+    """One twin's ``twin.json``: how it was started and the processes it started."""
+
+    config: str | None = None  # the cluster config file (absolute)
+    config_sha256: str | None = None
+    cluster: str | None = None  # Slurm's cluster name (the folder name under the root)
+    nodes_per_resource: int | None = None  # --nodes; None: the config's counts
+    accounting: bool = False
+    ports: Ports | None = None
+    nodes: list[str] = field(default_factory=list)
+    partitions: list[str] = field(default_factory=list)
+    procs: list[procs.Proc] = field(default_factory=list)  # what `up` started, in order
+    started: float | None = None  # time.time() of the last `up`
+    drains: dict[str, str] = field(default_factory=dict)  # node -> an operator's reason
+    notes: list[str] = field(default_factory=list)  # what `up` capped or skipped
+    mounts: list[dict[str, Any]] = field(default_factory=list)  # toolkit.local.mounts records
+    stopped: float | None = None  # time.time() of the last `down`
+    version: int = STATE_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of other versions, kept
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version,
+            "config": self.config,
+            "config_sha256": self.config_sha256,
+            "cluster": self.cluster,
+            "nodes_per_resource": self.nodes_per_resource,
+            "accounting": self.accounting,
+            "ports": self.ports.to_json() if self.ports else None,
+            "nodes": list(self.nodes),
+            "partitions": list(self.partitions),
+            "procs": [p.to_json() for p in self.procs],
+            "started": self.started,
+            "drains": dict(self.drains),
+            "notes": list(self.notes),
+            "mounts": list(self.mounts),
+        }
+        if self.stopped is not None:
+            out["stopped"] = self.stopped
+        return {**self.extra, **out}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TwinState:
+        """Tolerant: a field of the wrong type reads as its default."""
+        def opt(key: str, *kinds: type) -> Any:
+            value = d.get(key)
+            return value if isinstance(value, kinds) and not isinstance(value, bool) else None
+
+        def strings(key: str) -> list[str]:
+            value = d.get(key)
+            return [str(x) for x in value] if isinstance(value, list) else []
+
+        try:
+            started = [procs.Proc.from_json(p) for p in d.get("procs") or []]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            started = []
+        drains = d.get("drains")
+        mounts = d.get("mounts")
+        return cls(
+            config=opt("config", str),
+            config_sha256=opt("config_sha256", str),
+            cluster=opt("cluster", str),
+            nodes_per_resource=opt("nodes_per_resource", int),
+            accounting=bool(d.get("accounting")),
+            ports=Ports.from_json(d.get("ports")),
+            nodes=strings("nodes"),
+            partitions=strings("partitions"),
+            procs=started,
+            started=opt("started", int, float),
+            drains={str(k): str(v) for k, v in drains.items()} if isinstance(drains, dict)
+            else {},
+            notes=strings("notes"),
+            mounts=[m for m in mounts if isinstance(m, dict)] if isinstance(mounts, list) else [],
+            stopped=opt("stopped", int, float),
+            version=opt("version", int) or 0,  # none: written before versions were recorded
+            extra={k: v for k, v in d.items() if k not in _KNOWN},
+        )
+
+
+_KNOWN = frozenset({"version", "config", "config_sha256", "cluster", "nodes_per_resource",
+                    "accounting", "ports", "nodes", "partitions", "procs", "started", "drains",
+                    "notes", "mounts", "stopped"})
+
+
+# --------------------------------------------------------------------- the file
+def state_file(state_dir: Path) -> Path:
+    return state_dir / STATE_FILE
+
+
+def load(state_dir: Path) -> TwinState | None:
+    """The twin's recorded state; None when there is none or it cannot be read."""
+    try:
+        data = json.loads(state_file(state_dir).read_text())
+    except (OSError, ValueError):
+        return None  # missing, or a torn or foreign file: treat as crashed
+    return TwinState.from_json(data) if isinstance(data, dict) else None
+
+
+def save(state_dir: Path, state: TwinState) -> None:
+    """Write twin.json atomically (readers never see half a file)."""
+    atomic_write_json(state_file(state_dir), state.to_json())
+
+
+@contextlib.contextmanager
+def lock(state_dir: Path) -> Iterator[None]:
+    """One ``up`` or ``down`` at a time per state folder; a second one is refused at once."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with open(state_dir / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PctkError(
+                f"another pctk is starting or stopping the twin in {state_dir}",
+                "wait for it to finish",
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------- its processes
+def live_procs(state_dir: Path, state: TwinState | None) -> list[procs.Proc]:
+    """What `up` started, with each node's slurmd as the power programs last recorded it
+    (a replaced static node has a new slurmd; a powered-up dynamic node has one)."""
+    if not state or not state.procs:
+        return []
+    out: list[procs.Proc] = []
+    seen: set[str] = set()
+    for p in state.procs:
+        if p.name.startswith("slurmd:"):
+            node = p.name.split(":", 1)[1]
+            seen.add(node)
+            now = power.recorded_slurmd(state_dir, node)
+            if now is None:
+                continue  # stopped on purpose: being replaced
+            p = now
+        out.append(p)
+    for p in power.recorded(state_dir):
+        if p.name.startswith("slurmd:") and p.name.split(":", 1)[1] not in seen:
+            out.append(p)  # a powered-up dynamic node
+    return out
+
+
+def any_daemon_up(state_dir: Path) -> bool:
+    """Running or degraded: some process `up` started is still alive (no Slurm query)."""
+    return any(procs.is_running(p) for p in live_procs(state_dir, load(state_dir)))
+
+
+def slurm_conf(state_dir: Path) -> Path:
+    return state_dir / "etc" / "slurm.conf"
+
+
+def env(state_dir: Path, root: Path) -> dict[str, str]:
+    """Variables that point Slurm's commands (and submitit) at the twin in ``state_dir``."""
+    return {"SLURM_CONF": str(slurm_conf(state_dir)), "PCTK_TWIN_DIR": str(root)}
+
+
+# --------------------------------------------------------------------- twins under a root
+def known(root: Path) -> dict[str, Path]:
+    """Every twin's state folder under a twin root, by cluster name: ``<root>/<cluster>/``,
+    and the root itself when it is one twin's folder (the layout before one per cluster)."""
+    out: dict[str, Path] = {}
+    legacy = load(root)
+    if legacy is not None and legacy.cluster:
+        out[legacy.cluster] = root
+    if root.is_dir():
+        for sub in sorted(root.iterdir()):
+            if state_file(sub).is_file() and sub.name not in out:
+                out[sub.name] = sub
+    return out
+
+
+def running(root: Path) -> dict[str, Path]:
+    """The twins under a root with any daemon up (running or degraded)."""
+    return {name: d for name, d in known(root).items() if any_daemon_up(d)}
+
+
+def cluster_of(config: str | os.PathLike[str] | None) -> str:
+    """The Slurm cluster name a config's twin gets (its folder name under the root)."""
+    return slurm_cluster_name(load_topology(resolve_config(config)).name)
+
+
+def select(root: Path, cluster: str | None = None) -> Path:
+    """The state folder of the twin meant: the named cluster's, else the running one, else
+    the last started, else the default preset's (not started yet)."""
+    twins = known(root)
+    if cluster:
+        if cluster in twins:
+            return twins[cluster]
+        names = ", ".join(twins) or "none yet"
+        raise PctkError(f"no twin of cluster {cluster!r} in {root}", f"known clusters: {names}")
+    up = {name: d for name, d in twins.items() if any_daemon_up(d)}
+    if len(up) > 1:
+        raise PctkError(f"twins of several clusters run: {', '.join(up)}",
+                        "choose one with --cluster NAME")
+    if up:
+        return next(iter(up.values()))
+    if twins:
+        return max(twins.values(), key=_started)
+    return root / cluster_of(None)
+
+
+def _started(state_dir: Path) -> float:
+    st = load(state_dir)
+    return float(st.started) if st and st.started is not None else 0.0
+
+
+def running_env(root: Path) -> dict[str, str]:
+    """SLURM_CONF and PCTK_TWIN_DIR of the one running twin ({} when none or several)."""
+    up = running(root)
+    return env(next(iter(up.values())), root) if len(up) == 1 else {}
+
+
+def config_in_use(state_dir: Path) -> Path | None:
+    """The config of the twin in ``state_dir`` while it has processes recorded."""
+    st = load(state_dir)
+    return Path(st.config) if st and st.config and st.procs else None
+
+
+def running_config(root: Path) -> Path | None:
+    """The config of the twin that runs under a twin root (None when none or several)."""
+    legacy = config_in_use(root)  # a root that is itself one twin's state folder
+    if legacy:
+        return legacy
+    up = running(root)
+    st = load(next(iter(up.values()))) if len(up) == 1 else None
+    return Path(st.config) if st and st.config else None
+
