@@ -26,6 +26,7 @@ from typing import Any
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.local import pcslurm, power
+from toolkit.submit.slurm import node_states, update_nodes
 
 FAULTS = "faults.json"
 KIND = "ice"
@@ -87,8 +88,6 @@ def armed(state_dir: Path) -> list[str]:
 
 def fail_launches(state_dir: Path, resources: dict[str, str], env: dict[str, str]) -> set[str]:
     """The nodes of this power-up that an armed ICE fault makes fail (the fault is used up)."""
-    from toolkit.submit.slurm import node_states, update_nodes
-
     with faults(state_dir) as data:
         ice = data.get(KIND) or {}
         hit = {cr: ice.pop(cr) for cr in set(resources.values()) if cr in ice}
@@ -113,8 +112,6 @@ def fail_launches(state_dir: Path, resources: dict[str, str], env: dict[str, str
 
 def recover(state_dir: Path, args: list[str], env: dict[str, str]) -> None:
     """After the timeout: the nodes go back to powered down (``idle~``), as clustermgtd does."""
-    from toolkit.submit.slurm import update_nodes
-
     timeout, nodes = float(args[0]), args[1:]
     time.sleep(timeout)
     if nodes:

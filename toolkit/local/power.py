@@ -34,6 +34,7 @@ from typing import Any
 from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.local import nodeaddr, procs
 from toolkit.local.plan import node_host
+from toolkit.submit.slurm import expand_hostlist
 
 CONFIG = "power.json"
 # seconds from ResumeProgram to the node's slurmd starting (an instance's boot); ParallelCluster
@@ -204,10 +205,7 @@ def env_of(cfg: dict[str, Any]) -> dict[str, str]:
 
 
 def resume(state_dir: Path, hostlist: str) -> None:
-    # capacity builds on this module; toolkit.submit's package imports submitit, which the
-    # power programs (run by slurmctld at every power-up) need not load
-    from toolkit.local import capacity
-    from toolkit.submit.slurm import expand_hostlist
+    from toolkit.local import capacity  # capacity builds on this module
 
     cfg = load_config(state_dir)
     env = env_of(cfg)
@@ -236,8 +234,6 @@ def boot(state_dir: Path, nodes: list[str]) -> None:
 
 
 def suspend(state_dir: Path, hostlist: str) -> None:
-    from toolkit.submit.slurm import expand_hostlist  # see resume()
-
     env = env_of(load_config(state_dir))
     nodes = expand_hostlist(hostlist, env=env)
     running = {n: p for n in nodes if (p := recorded_slurmd(state_dir, n)) is not None

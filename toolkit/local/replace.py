@@ -13,13 +13,12 @@ from pathlib import Path
 
 from toolkit.errors import PctkError
 from toolkit.local import power
+from toolkit.submit.slurm import update_nodes
 
 REASON = "Static node maintenance: unhealthy node is being replaced"
 
 
 def replace(state_dir: Path, node: str) -> None:
-    from toolkit.submit.slurm import update_nodes
-
     cfg = power.load_config(state_dir)
     nodes = cfg.get("nodes") or {}
     if node not in nodes:
@@ -39,8 +38,6 @@ def replace(state_dir: Path, node: str) -> None:
 
 def relaunch(state_dir: Path, nodes: list[str], env: dict[str, str]) -> None:
     """The new instance boots, its slurmd registers, the node returns to service."""
-    from toolkit.submit.slurm import update_nodes
-
     cfg = power.load_config(state_dir)
     time.sleep(float(cfg.get("boot_delay", power.DEFAULT_BOOT_DELAY)))
     conf = Path(str(cfg.get("slurm_conf") or state_dir / "etc" / "slurm.conf"))
