@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from toolkit.cliopts import pick_alias
-from toolkit.cliout import JsonFlag, emit_json, exit_with, fail_if
+from toolkit.cliout import JsonOption, emit_json, exit_with, fail_if
 from toolkit.errors import PctkError
 from toolkit.paths import config_or_preset
 
@@ -49,7 +49,7 @@ def new(
     keep_invalid: Annotated[bool, typer.Option(
         "--keep-invalid", help="Write the config even when `config check` rejects it (exit 1)."
     )] = False,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Render a full ParallelCluster v3 YAML from a spec, then `config check` it.
 
@@ -161,7 +161,7 @@ def check(
                      typer.Argument(help="ParallelCluster YAML files or preset names.",
                                     readable=False, parser=config_or_preset)],
     var: VarList = None,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Check configs: YAML, ${VAR}s, official schema (offline), pctk lints, version drift.
 
@@ -187,7 +187,7 @@ def upgrade(
     output: OutputPath = None,
     old_output: OldOutputPath = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite FILE itself.")] = False,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Rewrite known version-drift cases (comments kept); says what changed."""
     from toolkit.config.drift import apply_upgrade
@@ -218,7 +218,7 @@ def upgrade(
 
 
 @app.command("show")
-def show(file: ConfigRef, as_json: JsonFlag = False) -> None:
+def show(file: ConfigRef, as_json: bool = JsonOption) -> None:
     """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
     from rich.console import Console
     from rich.table import Table
@@ -253,7 +253,7 @@ def show(file: ConfigRef, as_json: JsonFlag = False) -> None:
 
 
 @app.command("diff")
-def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
+def diff(a: ConfigRef, b: ConfigRef, as_json: bool = JsonOption) -> None:
     """Semantic differences by YAML path (queues, resources, storage matched by Name).
 
     Exit 0 when equal, 1 when they differ.
@@ -279,7 +279,7 @@ def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
 @app.command("regen")
 def regen(
     check_only: Annotated[bool, typer.Option("--check", help="Only report stale ones.")] = False,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Regenerate cluster-configs/*.yaml from cluster-configs/specs/*.yaml."""
     from toolkit.config.presets import regenerate

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ app = typer.Typer(
     "node_exporter, alert rules and a Grafana dashboard.",
     no_args_is_help=True,
 )
-JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 StateDir = typer.Option(
     None, "--state-dir", envvar="PCTK_TWIN_DIR",
     help="Folder of the twins (default: ~/.local/state/pctk/twin).")
@@ -71,7 +71,7 @@ def collect(
     db: Path = typer.Option(None, "--db", envvar="PCTK_RESULTS_DB",
                             help="Results database for --results-textfile."),
     every: float = typer.Option(5.0, "--every", min=0.5, help="Seconds between rewrites."),
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Nodes by state, jobs and pending reasons, GPU hours and list-price cost per user.
 
@@ -116,7 +116,8 @@ def collect(
     write_registry(out, reg)
     took = time.monotonic() - t0
     if json_out:
-        print(json.dumps({"path": str(out), "seconds": round(took, 3)}))
+        emit_json({"path": str(out), "seconds": round(took, 3)}, indent=None,
+                  sort_keys=False)
     else:
         print(f"wrote {out} in {took:.2f}s")
 
@@ -151,7 +152,7 @@ def up(
     alert_for: str = typer.Option(None, "--alert-for", help="Give every alert this `for:` "
                                   "(e.g. 10s to see alerts fire on the twin)."),
     interval: str = typer.Option("5s", "--interval", help="Scrape and rule interval."),
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Start Prometheus, node_exporter and the Slurm collector for the running twin.
 
@@ -160,7 +161,7 @@ def up(
     """
     st = start_for_twin(_twin(state_dir, cluster), alert_for, interval)
     if json_out:
-        print(json.dumps(st, indent=2))
+        emit_json(st, sort_keys=False)
     else:
         print(f"Prometheus: {st['prometheus_url']}  (node_exporter {st['urls']['node']}, "
               f"Slurm collector {st['urls']['slurm']}; textfiles in {st['textfile_dir']})")
@@ -168,26 +169,26 @@ def up(
 
 @app.command()
 def down(state_dir: Path = StateDir, cluster: str = ClusterOpt,
-         json_out: bool = JsonOut) -> None:
+         json_out: bool = JsonOption) -> None:
     """Stop the twin's observability daemons (the twin keeps running)."""
     from toolkit.observe import stack
 
     stopped = stack.stop(_twin(state_dir, cluster).state_dir)
     if json_out:
-        print(json.dumps({"stopped": stopped}))
+        emit_json({"stopped": stopped}, indent=None, sort_keys=False)
     else:
         print(f"stopped {', '.join(stopped)}" if stopped else "observability was not running")
 
 
 @app.command()
 def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
-           json_out: bool = JsonOut) -> None:
+           json_out: bool = JsonOption) -> None:
     """The Prometheus URL and daemons of the twin's observability (exit 3 when stopped)."""
     from toolkit.observe import stack
 
     st = stack.status(_twin(state_dir, cluster).state_dir)
     if json_out:
-        print(json.dumps(st, indent=2))
+        emit_json(st, sort_keys=False)
     elif st:
         print(f"Prometheus: {st['prometheus_url']}")
         for d in st["daemons"]:
@@ -195,7 +196,8 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
     else:
         print("observability is not running (pctk observe up)")
     if not st or not st["running"]:
-        raise typer.Exit(3 if not st or not any(d["running"] for d in st["daemons"]) else 1)
+        exit_with(NOT_RUNNING if not st or not any(d["running"] for d in st["daemons"])
+                  else FAILED)
 
 
 @app.command()

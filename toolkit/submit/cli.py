@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from toolkit.cliout import FAILED, JsonOption, emit_json, exit_with
+from toolkit.cliout import FAILED, INTERRUPTED, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
 from toolkit.submit import slurm
 from toolkit.submit.cluster import load_cluster, use_running_twin
@@ -36,7 +36,7 @@ def _stopped(exc: StoppedWaiting) -> None:
     ids = " ".join(exc.job_ids)
     print(f"pctk: stopped waiting; jobs {ids} keep running. Cancel with: pctk cancel {ids}",
           file=sys.stderr)
-    raise typer.Exit(130)
+    exit_with(INTERRUPTED)
 
 
 def submit(
