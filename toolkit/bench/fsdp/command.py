@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar, get_type_hints
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -49,7 +49,7 @@ def train_options(names: Sequence[str], overrides: Mapping[str, Mapping[str, Any
         default, help_text = o.get("default", s.default), o.get("help", s.help)
         if s.is_bool and default is not False:
             raise ValueError(f"{name}: only off-by-default switches pass through as flags")
-        annotation: Any = s.type if default is not None else Optional[s.type]  # noqa: UP045
+        annotation: Any = s.type if default is not None else s.type | None
         option = typer.Option(default, s.flag, help=help_text, rich_help_panel=panel)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                         annotation=annotation))
