@@ -8,10 +8,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from toolkit.cliopts import pick_alias
 from toolkit.cliout import JsonOption, emit_json, exit_with, fail_if
+from toolkit.config.check import check_file, check_text
+from toolkit.config.diff import diff_configs
+from toolkit.config.drift import apply_upgrade
+from toolkit.config.findings import format_path
+from toolkit.config.placeholders import parse_var_assignments
+from toolkit.config.presets import regenerate
+from toolkit.config.render import render_cluster_config
+from toolkit.config.schema import parallelcluster_version
+from toolkit.config.spec import load_spec
+from toolkit.config.summary import summarize
+from toolkit.config.yamlio import load_yaml, read_text
 from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_text
 from toolkit.paths import config_or_preset
 
 app = typer.Typer(help="Generate, check, upgrade, show and compare ParallelCluster v3 configs.",
@@ -30,8 +44,6 @@ VarList = Annotated[
 
 
 def _load(path: Path) -> Any:
-    from toolkit.config.yamlio import load_yaml
-
     return load_yaml(path)
 
 
@@ -56,12 +68,6 @@ def new(
     Exit 0 when the rendered config passes, 1 when it has ERROR findings (nothing is written
     unless --keep-invalid), 2 for an unusable spec.
     """
-    from toolkit.config.check import check_text
-    from toolkit.config.placeholders import parse_var_assignments
-    from toolkit.config.render import render_cluster_config
-    from toolkit.config.spec import load_spec
-    from toolkit.fsutil import atomic_write_text
-
     output = pick_alias(output, old_output, "--out", "--output")
     text = render_cluster_config(load_spec(spec, allow_unknown_types), str(spec))
     target = str(output) if output is not None else "<rendered>"
@@ -167,9 +173,6 @@ def check(
 
     Exit 0 valid, 1 findings at ERROR level, 2 unusable input.
     """
-    from toolkit.config.check import check_file
-    from toolkit.config.placeholders import parse_var_assignments
-
     variables = parse_var_assignments(var or [])
     reports = [check_file(f, variables) for f in files]
     if as_json:
@@ -190,12 +193,6 @@ def upgrade(
     as_json: bool = JsonOption,
 ) -> None:
     """Rewrite known version-drift cases (comments kept); says what changed."""
-    from toolkit.config.drift import apply_upgrade
-    from toolkit.config.findings import format_path
-    from toolkit.config.schema import parallelcluster_version
-    from toolkit.config.yamlio import read_text
-    from toolkit.fsutil import atomic_write_text
-
     output = pick_alias(output, old_output, "--out", "--output")
     if (output is None) == (not in_place):
         raise PctkError("say where to write", "pass -o OUT or --in-place (not both)")
@@ -220,11 +217,6 @@ def upgrade(
 @app.command("show")
 def show(file: ConfigRef, as_json: bool = JsonOption) -> None:
     """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from toolkit.config.summary import summarize
-
     summary = summarize(_load(file))
     if as_json:
         emit_json(summary.to_json())
@@ -258,8 +250,6 @@ def diff(a: ConfigRef, b: ConfigRef, as_json: bool = JsonOption) -> None:
 
     Exit 0 when equal, 1 when they differ.
     """
-    from toolkit.config.diff import diff_configs
-
     changes = diff_configs(_load(a), _load(b))
     if as_json:
         emit_json({"a": str(a), "b": str(b), "changes": [c.to_json() for c in changes]})
@@ -282,8 +272,6 @@ def regen(
     as_json: bool = JsonOption,
 ) -> None:
     """Regenerate cluster-configs/*.yaml from cluster-configs/specs/*.yaml."""
-    from toolkit.config.presets import regenerate
-
     changed = regenerate(check_only=check_only)
     if as_json:
         emit_json({"changed": [str(p) for p in changed], "check": check_only})

@@ -19,8 +19,12 @@ from toolkit.cliopts import DbOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
 from toolkit.results import metrics as m
+from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
+from toolkit.results.history import describe_change_point, load_series, trend_json
+from toolkit.results.ingest import load_record_files, store_record_files
 from toolkit.results.store import ResultStore, group_key, parse_since, printable
+from toolkit.results.trend import TREND_KINDS
 
 app = typer.Typer(help="Stored benchmark and health results: list, compare, export.",
                   no_args_is_help=True)
@@ -193,8 +197,6 @@ def add(
     as_json: bool = JsonOption,
 ) -> None:
     """Ingest record files written by node-side jobs, with their raw logs."""
-    from toolkit.results.ingest import load_record_files, store_record_files
-
     loaded = load_record_files(files, logs)  # before opening: bad input creates no database
     with open_store(db) as store:
         done = store_record_files(store, loaded)
@@ -284,8 +286,6 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
                  kind: str | None, cluster: str | None, instance_type: str | None,
                  threshold: float) -> list[Comparison]:
     """Against --against, else the manual baseline, else the run's own recent history."""
-    from toolkit.results.baseline import judge, latest_of_each_group
-
     if result_id is not None:
         current = store.get(result_id)
         if against:
@@ -357,9 +357,6 @@ def trend(
     as_json: bool = JsonOption,
 ) -> None:
     """Each figure over time per cluster / instance type / node count, with change points."""
-    from toolkit.results.history import describe_change_point, load_series, trend_json
-    from toolkit.results.trend import TREND_KINDS
-
     if kind is not None and kind not in TREND_KINDS:
         raise PctkError(f"unknown --kind {kind!r}", f"use one of: {', '.join(TREND_KINDS)}")
     since_iso = parse_since(since) if since else None
@@ -393,6 +390,7 @@ def prometheus(
     as_json: bool = JsonOption,
 ) -> None:
     """Latest results as gauges for node_exporter's textfile collector."""
+    # prometheus_client costs about 45 ms of start-up: only this command pays it
     from toolkit.results.prometheus import collect, render, write_textfile
 
     limit = parse_threshold(threshold)
@@ -416,7 +414,7 @@ def report_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Write one self-contained HTML report: busbw, training, health, cluster summary."""
-    from toolkit.results.report import render_report
+    from toolkit.results.report import render_report  # matplotlib
 
     limit = parse_threshold(threshold)
     with open_store(db) as store:
