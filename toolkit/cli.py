@@ -12,6 +12,7 @@ command's own help.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -80,8 +81,6 @@ COMMANDS = (
 
 def load_command(spec: LazyCommand) -> Any:
     """Import ``spec.target`` and build its click command exactly as ``add_typer`` would."""
-    import importlib
-
     module_name, attribute = spec.target.split(":")
     target = getattr(importlib.import_module(module_name), attribute)
     holder = typer.Typer()

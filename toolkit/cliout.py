@@ -2,25 +2,25 @@
 
 Exit codes (README, "The commands"): ``OK`` 0, ``FAILED`` 1 (a check failed or found
 problems), ``UNUSABLE`` 2 (bad input or environment: raise :class:`toolkit.errors.PctkError`,
-which :func:`toolkit.cli.main` prints as one line). A command ends with :func:`exit_with`;
-``typer.Exit`` is the one way out: :func:`toolkit.cli.main` passes its code on whether click
-raises it or returns it (``standalone_mode=False``).
+which :func:`toolkit.cli.main` prints as one line), ``NOT_RUNNING`` 3 (a ``status`` command
+whose daemons are stopped; Nagios' UNKNOWN, as ``pctk health`` uses it), ``INTERRUPTED``
+130 (Ctrl-C, or stopped waiting for jobs that keep running). A command ends
+with :func:`exit_with`; ``typer.Exit`` is the one way out: :func:`toolkit.cli.main` passes
+its code on whether click raises it or returns it (``standalone_mode=False``).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-OK, FAILED, UNUSABLE = 0, 1, 2
+OK, FAILED, UNUSABLE, NOT_RUNNING, INTERRUPTED = 0, 1, 2, 3, 130
 
 JSON_HELP = "Print machine-readable JSON (nothing else on stdout)."
-# as a default value: ``as_json: bool = JsonOption``
+# every command spells it ``as_json: bool = JsonOption``
 JsonOption: Any = typer.Option(False, "--json", help=JSON_HELP)
-# as an annotation: ``as_json: JsonFlag = False``
-JsonFlag = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
 
 def emit_json(obj: Any, *, indent: int | None = 2, sort_keys: bool = True) -> None:

@@ -1,8 +1,13 @@
-"""Model shapes as dataclasses, without torch, so the driver can validate names cheaply."""
+"""Model shapes and run settings as dataclasses, without torch, so the driver can validate
+names cheaply and derive its options from the same fields as the node's command line."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import argparse
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_args, get_type_hints
 
 
 @dataclass(frozen=True)
@@ -51,3 +56,176 @@ def preset(name: str) -> ModelArgs:
         raise ValueError(
             f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}"
         ) from None
+
+
+# --- run settings -------------------------------------------------------------------------
+# One dataclass declares every setting of a training run. The node's command line
+# (``python -m benchmarks.fsdp.train``), the argv the driver renders into the batch script and
+# the options ``pctk bench fsdp`` passes through are all derived from its fields, so a flag's
+# name, default, help and choices live here only (torchtitan's "the config is the CLI").
+
+SCHEDULES = ("cosine", "constant")
+DEVICES = ("auto", "cuda", "cpu")
+DATA_DTYPES = ("uint16", "uint32")
+
+
+def setting(default: Any, help: str, *, flag: str | None = None,
+            choices: Sequence[str] | None = None, minimum: int | None = None) -> Any:
+    """A field of :class:`TrainConfig` with its command-line spelling in the metadata.
+
+    ``flag`` defaults to ``--field-name``; a bool that defaults to True is spelled as the flag
+    that turns it off (``--no-resume``); a bool that defaults to None takes ``--x/--no-x``.
+    """
+    meta = {"help": help, "flag": flag, "choices": tuple(choices) if choices else None,
+            "minimum": minimum}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    hsdp: bool = False  # shard within a node, replicate across nodes
+    activation_checkpointing: bool = False
+    compile: bool = False
+    bf16: bool = True  # ignored on CPU, which trains in fp32
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 3e-4
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 2
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of one training run, flat, as on the command line."""
+
+    model: str = setting("tiny", "Model shape preset.", choices=tuple(PRESETS))
+    steps: int = setting(20, "Training steps.", minimum=1)
+    batch_size: int = setting(8, "Global batch, in sequences, split evenly over the ranks.",
+                              minimum=1)
+    seq_len: int = setting(64, "Tokens per sequence.", minimum=1)
+    seed: int = setting(0, "Seed of the weights and the synthetic data.")
+    data_file: Path | None = setting(None, ".pt tensor or raw .bin/.u16/.u32 token ids.")
+    data_dtype: str | None = setting(None, "Token id type of a raw data file.",
+                                     choices=DATA_DTYPES)
+    device: str = setting("auto", "Device to train on.", choices=DEVICES)
+    meta_init: bool | None = setting(
+        None, "Build on the meta device and initialise the shards (default: above "
+        "2B parameters).")
+    hsdp: bool = setting(False, "Shard within a node, replicate across nodes.")
+    ac: bool = setting(False, "Activation checkpointing per block.")
+    compile: bool = setting(False, "torch.compile each block.")
+    fp32: bool = setting(False, "No bf16 mixed precision on GPUs.")
+    lr: float = setting(OptimConfig.lr, "Peak learning rate.")
+    weight_decay: float = setting(OptimConfig.weight_decay, "AdamW weight decay.")
+    warmup_steps: int = setting(OptimConfig.warmup_steps, "Linear lr warm-up, in steps.")
+    schedule: str = setting(OptimConfig.schedule, "lr schedule after the warm-up.",
+                            choices=SCHEDULES)
+    max_grad_norm: float = setting(OptimConfig.max_grad_norm, "Gradient clipping norm.")
+    ckpt_dir: Path | None = setting(None, "Checkpoint folder; a run resumes from the newest "
+                                    "complete checkpoint there.")
+    ckpt_every: int = setting(0, "Steps between checkpoints (0: never).")
+    ckpt_keep: int = setting(2, "Complete checkpoints to keep.")
+    resume: bool = setting(True, "Start afresh even if --ckpt-dir holds a checkpoint.",
+                           flag="--no-resume")
+    timing_warmup: int = setting(3, "Steps left out of timing.")
+    log_every: int = setting(1, "Steps between log lines.", minimum=1)
+    peak_tflops: float | None = setting(
+        None, "Dense peak per GPU in the training dtype (bf16, or fp32 with --fp32); "
+        "default: from the exact GPU name, none for unknown GPUs.")
+    out: Path | None = setting(None, "Result record (pctk.result/v1) written by rank 0.")
+    probe_matmuls: int = setting(
+        0, "256x256 matmuls added to each step's local part, so a rank with a slow CPU or "
+        "GPU shows there (adds their time to every step).")
+
+    @property
+    def parallel(self) -> ParallelConfig:
+        return ParallelConfig(hsdp=self.hsdp, activation_checkpointing=self.ac,
+                              compile=self.compile, bf16=not self.fp32)
+
+    @property
+    def optim(self) -> OptimConfig:
+        return OptimConfig(lr=self.lr, weight_decay=self.weight_decay,
+                           warmup_steps=self.warmup_steps, schedule=self.schedule,
+                           max_grad_norm=self.max_grad_norm)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One field of :class:`TrainConfig` as a command-line option."""
+
+    name: str
+    type: type  # str, int, float, bool or Path (None stripped from optional fields)
+    default: Any
+    flag: str
+    help: str
+    choices: tuple[str, ...] | None
+    minimum: int | None
+
+    @property
+    def is_bool(self) -> bool:
+        return self.type is bool
+
+
+def settings() -> dict[str, Setting]:
+    """``{field name: Setting}`` of :class:`TrainConfig`, in declaration order."""
+    hints = get_type_hints(TrainConfig)
+    out = {}
+    for f in fields(TrainConfig):
+        kinds = [t for t in get_args(hints[f.name]) if t is not type(None)] or [hints[f.name]]
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        out[f.name] = Setting(f.name, kinds[0], f.default, flag, f.metadata["help"],
+                              f.metadata["choices"], f.metadata["minimum"])
+    return out
+
+
+def argument_parser(**kwargs: Any) -> argparse.ArgumentParser:
+    """The argparse parser of :class:`TrainConfig` (``kwargs`` go to ArgumentParser)."""
+    p = argparse.ArgumentParser(**kwargs)
+    for s in settings().values():
+        if s.is_bool and s.default is None:
+            p.add_argument(s.flag, dest=s.name, action=argparse.BooleanOptionalAction,
+                           default=None, help=s.help)
+        elif s.is_bool:
+            p.add_argument(s.flag, dest=s.name, default=s.default, help=s.help,
+                           action="store_false" if s.default else "store_true")
+        else:
+            p.add_argument(s.flag, dest=s.name, type=s.type, default=s.default, help=s.help,
+                           choices=list(s.choices) if s.choices else None)
+    return p
+
+
+def parse_config(argv: Sequence[str] | None = None, **kwargs: Any) -> TrainConfig:
+    """A :class:`TrainConfig` from the command line; bad values end in ``p.error`` (exit 2)."""
+    p = argument_parser(**kwargs)
+    ns = p.parse_args(argv)
+    for s in settings().values():
+        if s.minimum is not None and getattr(ns, s.name) < s.minimum:
+            p.error(f"{s.flag} must be at least {s.minimum}")
+    return TrainConfig(**vars(ns))
+
+
+def to_argv(cfg: TrainConfig, names: Iterable[str]) -> list[str]:
+    """The command line that sets the fields ``names`` of ``cfg``, in that order.
+
+    A None value and a bool at its default say nothing; the result parses back to ``cfg``
+    for those fields.
+    """
+    spec = settings()
+    argv: list[str] = []
+    for name in names:
+        s, value = spec[name], getattr(cfg, name)
+        if value is None or (s.is_bool and value == s.default):
+            continue
+        if s.is_bool and s.default is None:
+            argv.append(s.flag if value else "--no-" + s.flag.removeprefix("--"))
+        elif s.is_bool:
+            argv.append(s.flag)
+        else:
+            argv += [s.flag, str(value)]
+    return argv

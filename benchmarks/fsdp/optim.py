@@ -8,25 +8,15 @@ so a resumed run continues on the same curve once the scheduler's step count is 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
 
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-SCHEDULES = ("cosine", "constant")
+from benchmarks.fsdp.config import SCHEDULES, OptimConfig
 
-
-@dataclass(frozen=True)
-class OptimConfig:
-    lr: float = 3e-4
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    warmup_steps: int = 2
-    schedule: str = "cosine"
-    min_lr_ratio: float = 0.1
-    max_grad_norm: float = 1.0
+__all__ = ["SCHEDULES", "OptimConfig", "build_optimizer", "lr_factor"]
 
 
 def lr_factor(step: int, *, warmup: int, total: int, schedule: str, min_ratio: float) -> float:

@@ -7,7 +7,6 @@ and output projection form the root's own parameter group).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 import torch
@@ -19,15 +18,8 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from benchmarks.fsdp.config import ParallelConfig
 from benchmarks.fsdp.model import Transformer
-
-
-@dataclass(frozen=True)
-class ParallelConfig:
-    hsdp: bool = False  # shard within a node, replicate across nodes
-    activation_checkpointing: bool = False
-    compile: bool = False
-    bf16: bool = True  # ignored on CPU, which trains in fp32
 
 
 def build_mesh(device_type: str, world_size: int, ranks_per_node: int, hsdp: bool,

@@ -15,8 +15,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from dataclasses import asdict, replace
 from typing import Any
 
 import torch
@@ -25,18 +24,13 @@ import torch.nn.functional as F
 
 from benchmarks import distenv, record
 from benchmarks.fsdp import checkpoint, stragglers
+from benchmarks.fsdp.config import TrainConfig, parse_config
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
 from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token, peak_memory_gib
-from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
-from benchmarks.fsdp.optim import SCHEDULES, OptimConfig, build_optimizer
-from benchmarks.fsdp.parallelize import (
-    ParallelConfig,
-    build_mesh,
-    compute_dtype,
-    materialise,
-    parallelize,
-)
+from benchmarks.fsdp.model import Transformer, count_params, preset
+from benchmarks.fsdp.optim import build_optimizer
+from benchmarks.fsdp.parallelize import build_mesh, compute_dtype, materialise, parallelize
 from benchmarks.fsdp.peaks import peak_tflops_for
 
 # test-only hooks, honoured only by a run that did not resume: right after this step (and its
@@ -49,30 +43,6 @@ HOLD_ENV = "PCTK_FSDP_HOLD_AFTER_STEP"
 # "No backend type associated with device type cpu".
 WORLD_ONLY_ON_ENV = "PCTK_FSDP_WORLD_BACKEND_ONLY_ON"
 META_INIT_ABOVE = 2_000_000_000  # parameters; bigger models are built on the meta device
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    model: str = "tiny"
-    steps: int = 20
-    batch_size: int = 8  # global, split evenly over the ranks
-    seq_len: int = 64
-    seed: int = 0
-    data_file: Path | None = None
-    data_dtype: str | None = None
-    device: str = "auto"
-    meta_init: bool | None = None  # None: only for models above META_INIT_ABOVE
-    parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    ckpt_dir: Path | None = None
-    ckpt_every: int = 0
-    ckpt_keep: int = 2
-    resume: bool = True
-    timing_warmup: int = 3
-    log_every: int = 1
-    peak_tflops: float | None = None
-    out: Path | None = None
-    probe_matmuls: int = 0  # see benchmarks/fsdp/stragglers.py
 
 
 def log(message: str) -> None:
@@ -352,55 +322,10 @@ def verdict(metrics: dict[str, Any], steps_wanted: int) -> tuple[str, list[str]]
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fsdp.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="tiny", choices=list(PRESETS))
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=8, help="global batch, in sequences")
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data-file", type=Path, help=".pt tensor or raw .bin/.u16/.u32 token ids")
-    p.add_argument("--data-dtype", choices=["uint16", "uint32"])
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--meta-init", action=argparse.BooleanOptionalAction, default=None,
-                   help="build on the meta device and initialise the shards (default: >2B params)")
-    p.add_argument("--hsdp", action="store_true", help="shard within a node, replicate across")
-    p.add_argument("--ac", action="store_true", help="activation checkpointing per block")
-    p.add_argument("--compile", action="store_true", help="torch.compile each block")
-    p.add_argument("--fp32", action="store_true", help="no bf16 mixed precision on GPUs")
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--warmup-steps", type=int, default=2, help="linear lr warm-up")
-    p.add_argument("--schedule", choices=SCHEDULES, default="cosine")
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--ckpt-dir", type=Path)
-    p.add_argument("--ckpt-every", type=int, default=0, help="steps between checkpoints")
-    p.add_argument("--ckpt-keep", type=int, default=2, help="complete checkpoints to keep")
-    p.add_argument("--no-resume", dest="resume", action="store_false")
-    p.add_argument("--timing-warmup", type=int, default=3, help="steps left out of timing")
-    p.add_argument("--log-every", type=int, default=1)
-    p.add_argument("--peak-tflops", type=float,
-                   help="dense peak per GPU in the training dtype (bf16, or fp32 with --fp32); "
-                        "default: from the exact GPU name, none for unknown GPUs")
-    p.add_argument("--out", type=Path, help="result record (pctk.result/v1) written by rank 0")
-    p.add_argument("--probe-matmuls", type=int, default=0,
-                   help="256x256 matmuls added to each step's local part, so a rank with a "
-                        "slow CPU or GPU shows there (adds their time to every step)")
-    a = p.parse_args(argv)
-    for name in ("steps", "batch_size", "seq_len", "log_every"):
-        if getattr(a, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be at least 1")
-    return TrainConfig(
-        model=a.model, steps=a.steps, batch_size=a.batch_size, seq_len=a.seq_len, seed=a.seed,
-        data_file=a.data_file, data_dtype=a.data_dtype, device=a.device, meta_init=a.meta_init,
-        parallel=ParallelConfig(hsdp=a.hsdp, activation_checkpointing=a.ac,
-                                compile=a.compile, bf16=not a.fp32),
-        optim=OptimConfig(lr=a.lr, weight_decay=a.weight_decay, warmup_steps=a.warmup_steps,
-                          schedule=a.schedule, max_grad_norm=a.max_grad_norm),
-        ckpt_dir=a.ckpt_dir, ckpt_every=a.ckpt_every, ckpt_keep=a.ckpt_keep, resume=a.resume,
-        timing_warmup=a.timing_warmup, log_every=a.log_every, peak_tflops=a.peak_tflops,
-        out=a.out, probe_matmuls=max(0, a.probe_matmuls),
-    )
+    """The settings of :class:`benchmarks.fsdp.config.TrainConfig` from the command line."""
+    cfg = parse_config(argv, prog="python -m benchmarks.fsdp.train", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    return replace(cfg, probe_matmuls=max(0, cfg.probe_matmuls))
 
 
 def main(argv: list[str] | None = None) -> int:

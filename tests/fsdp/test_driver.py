@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.fsdp.train import CRASH_ENV
-from toolkit.bench.fsdp import FsdpJob, render_sbatch, summary_rows
+from toolkit.bench.fsdp.driver import FsdpJob, render_sbatch, summary_rows
 from toolkit.cli import app, main
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -115,22 +115,6 @@ def collectives_record(scale: Callable[[int], float] = lambda _s: 1.0,
     return rec
 
 
-def brief_layout_record(scale: Callable[[int], float] = lambda _s: 1.0) -> dict[str, Any]:
-    """The single-collective layout first sketched for nccl-tests (``oop``/``ip``, ``size``,
-    ``busbw``), which the readers still accept."""
-    factor = BUS_FACTOR["all_reduce"]
-    rows = []
-    for size in SIZES:
-        busbw = busbw_at("all_reduce", size) * scale(size)
-        point = {"time_us": size / (busbw / factor * 1e3), "algbw": busbw / factor,
-                 "busbw": busbw, "wrong": 0}
-        rows.append({"size": size, "count": size // 4, "oop": point, "ip": point})
-    return new_record("nccl-tests", metrics={"collective": "all_reduce", "dtype": "float",
-                                             "nranks": 16, "rows": rows, "avg_busbw": 100.0,
-                                             "complete": True},
-                      status="PASS", cluster=cluster(), software=dict(SOFTWARE))
-
-
 def fsdp_record(tokens: float = 5762.0, mfu: float = 0.34, created: str | None = None,
                 name: str = "train-a") -> dict[str, Any]:
     step_time = 8 * 8192 / tokens

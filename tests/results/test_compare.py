@@ -74,13 +74,6 @@ def test_new_health_failure_is_a_regression_but_a_known_one_is_not() -> None:
     assert compare_records(broken, broken).regressions == []
 
 
-def test_the_first_sketched_layout_is_read_too() -> None:
-    comp = compare_records(records.brief_layout_record(scale=records.drop_above(8 * GIB, 0.9)),
-                           records.brief_layout_record())
-    assert [p.where.split(" (")[0] for p in comp.regressions] == ["all_reduce @ 8 GiB",
-                                                                  "all_reduce @ 16 GiB"]
-
-
 def test_emulated_collectives_are_not_judged() -> None:
     base = records.collectives_record()
     slow = records.collectives_record(scale=lambda s: 0.5, emulated=True)

@@ -8,10 +8,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from toolkit.cliopts import pick_alias
-from toolkit.cliout import JsonFlag, emit_json, exit_with, fail_if
+from toolkit.cliout import JsonOption, emit_json, exit_with, fail_if
+from toolkit.config.check import check_file, check_text
+from toolkit.config.diff import diff_configs
+from toolkit.config.drift import apply_upgrade
+from toolkit.config.findings import format_path
+from toolkit.config.placeholders import parse_var_assignments
+from toolkit.config.presets import regenerate
+from toolkit.config.render import render_cluster_config
+from toolkit.config.schema import parallelcluster_version
+from toolkit.config.spec import load_spec
+from toolkit.config.summary import summarize
+from toolkit.config.yamlio import load_yaml, read_text
 from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_text
 from toolkit.paths import config_or_preset
 
 app = typer.Typer(help="Generate, check, upgrade, show and compare ParallelCluster v3 configs.",
@@ -30,8 +44,6 @@ VarList = Annotated[
 
 
 def _load(path: Path) -> Any:
-    from toolkit.config.yamlio import load_yaml
-
     return load_yaml(path)
 
 
@@ -49,19 +61,13 @@ def new(
     keep_invalid: Annotated[bool, typer.Option(
         "--keep-invalid", help="Write the config even when `config check` rejects it (exit 1)."
     )] = False,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Render a full ParallelCluster v3 YAML from a spec, then `config check` it.
 
     Exit 0 when the rendered config passes, 1 when it has ERROR findings (nothing is written
     unless --keep-invalid), 2 for an unusable spec.
     """
-    from toolkit.config.check import check_text
-    from toolkit.config.placeholders import parse_var_assignments
-    from toolkit.config.render import render_cluster_config
-    from toolkit.config.spec import load_spec
-    from toolkit.fsutil import atomic_write_text
-
     output = pick_alias(output, old_output, "--out", "--output")
     text = render_cluster_config(load_spec(spec, allow_unknown_types), str(spec))
     target = str(output) if output is not None else "<rendered>"
@@ -161,15 +167,12 @@ def check(
                      typer.Argument(help="ParallelCluster YAML files or preset names.",
                                     readable=False, parser=config_or_preset)],
     var: VarList = None,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Check configs: YAML, ${VAR}s, official schema (offline), pctk lints, version drift.
 
     Exit 0 valid, 1 findings at ERROR level, 2 unusable input.
     """
-    from toolkit.config.check import check_file
-    from toolkit.config.placeholders import parse_var_assignments
-
     variables = parse_var_assignments(var or [])
     reports = [check_file(f, variables) for f in files]
     if as_json:
@@ -187,15 +190,9 @@ def upgrade(
     output: OutputPath = None,
     old_output: OldOutputPath = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite FILE itself.")] = False,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Rewrite known version-drift cases (comments kept); says what changed."""
-    from toolkit.config.drift import apply_upgrade
-    from toolkit.config.findings import format_path
-    from toolkit.config.schema import parallelcluster_version
-    from toolkit.config.yamlio import read_text
-    from toolkit.fsutil import atomic_write_text
-
     output = pick_alias(output, old_output, "--out", "--output")
     if (output is None) == (not in_place):
         raise PctkError("say where to write", "pass -o OUT or --in-place (not both)")
@@ -218,13 +215,8 @@ def upgrade(
 
 
 @app.command("show")
-def show(file: ConfigRef, as_json: JsonFlag = False) -> None:
+def show(file: ConfigRef, as_json: bool = JsonOption) -> None:
     """Queues, instance types, node and accelerator totals, EFA, storage, $/h."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from toolkit.config.summary import summarize
-
     summary = summarize(_load(file))
     if as_json:
         emit_json(summary.to_json())
@@ -253,13 +245,11 @@ def show(file: ConfigRef, as_json: JsonFlag = False) -> None:
 
 
 @app.command("diff")
-def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
+def diff(a: ConfigRef, b: ConfigRef, as_json: bool = JsonOption) -> None:
     """Semantic differences by YAML path (queues, resources, storage matched by Name).
 
     Exit 0 when equal, 1 when they differ.
     """
-    from toolkit.config.diff import diff_configs
-
     changes = diff_configs(_load(a), _load(b))
     if as_json:
         emit_json({"a": str(a), "b": str(b), "changes": [c.to_json() for c in changes]})
@@ -279,11 +269,9 @@ def diff(a: ConfigRef, b: ConfigRef, as_json: JsonFlag = False) -> None:
 @app.command("regen")
 def regen(
     check_only: Annotated[bool, typer.Option("--check", help="Only report stale ones.")] = False,
-    as_json: JsonFlag = False,
+    as_json: bool = JsonOption,
 ) -> None:
     """Regenerate cluster-configs/*.yaml from cluster-configs/specs/*.yaml."""
-    from toolkit.config.presets import regenerate
-
     changed = regenerate(check_only=check_only)
     if as_json:
         emit_json({"changed": [str(p) for p in changed], "check": check_only})

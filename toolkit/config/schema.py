@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from unittest import mock
 
@@ -28,8 +29,6 @@ SCHEMA_CLUSTER_NAME = "pctk-check"
 
 @cache
 def parallelcluster_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("aws-parallelcluster")
     except PackageNotFoundError:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
-from toolkit.config.findings import Finding, Level, YamlPath
+from toolkit.config.findings import Finding, Level, YamlPath, format_path
 from toolkit.config.schema import OfflineSession, load_official, offline_aws, region_of
 
 LEVELS = {"ERROR": Level.ERROR, "WARNING": Level.WARNING, "INFO": Level.INFO}
@@ -54,8 +54,6 @@ class Skipped:
     path: YamlPath = ()
 
     def to_json(self) -> dict[str, str]:
-        from toolkit.config.findings import format_path
-
         return {"validator": self.validator, "reason": self.reason,
                 "path": format_path(self.path)}
 

@@ -8,6 +8,7 @@ critical. Other pctk commands keep 2 for unusable input.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -16,8 +17,15 @@ from rich.console import Console
 from benchmarks.health.runner import CHECKS
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, exit_with
+from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
+from toolkit.health import report, slownodes
+from toolkit.health.expect import build_expectations
+from toolkit.health.inventory import HealthInputError
+from toolkit.health.sweep import SweepOptions, run_sweep
+from toolkit.paths import health_dir
 from toolkit.progress import ProgressLines
+from toolkit.results.ingest import store_finished_run
 
 app = typer.Typer(help="Node health: GPUs, EFA, storage, munge, clock; drain and resume.",
                   no_args_is_help=True)
@@ -57,9 +65,6 @@ def run_command(
     db: Path | None = DbOption,
 ) -> None:
     """Check nodes in one Slurm job per partition; print a node x check table."""
-    from toolkit.health import report
-    from toolkit.health.sweep import SweepOptions, run_sweep
-
     opts = SweepOptions(
         nodes=nodes, partition=partition, level=level, drain=drain,
         resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
@@ -83,8 +88,6 @@ def run_command(
         report.print_report(result)
         Console().print(f"record: {out or record_path}", highlight=False)
     if store:
-        from toolkit.results.ingest import store_finished_run
-
         store_finished_run(record_path, db)
     exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 
@@ -118,13 +121,6 @@ def slow_nodes_command(
 
     Exit 0 all OK, 1 a suspect left unresolved, 2 a node SLOW or FAIL, 3 unusable input.
     """
-    import time
-
-    from toolkit.errors import PctkError
-    from toolkit.health import slownodes
-    from toolkit.health.inventory import HealthInputError
-    from toolkit.paths import health_dir
-
     if method not in ("torch", "nccl-tests"):
         raise HealthInputError(f"unknown --method {method!r}", "use torch or nccl-tests")
     if collective not in ("all_reduce", "sendrecv"):
@@ -162,8 +158,6 @@ def expectations_command(
         None, "--instance-type", help="Only these types (default: the whole catalog)."),
 ) -> None:
     """Write the node-side expectations file (for the prolog/epilog) from the catalog."""
-    from toolkit.health.expect import build_expectations
-
     spec = build_expectations(list(instance_type) if instance_type else None,
                               mounts=list(mount) if mount else None)
     if out is None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import socket
 import statistics
 import sys
 import time
@@ -42,8 +43,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 import benchmarks
+from toolkit.bench.nccl.parse import parse_nccl_file
+from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 from toolkit.errors import PctkError
+from toolkit.health import slurmops
+from toolkit.health.inventory import read_nodes, select_nodes
+from toolkit.submit import slurm
 
 REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
 OK, SLOW, FAIL, UNRESOLVED = "OK", "SLOW", "FAIL", "UNRESOLVED"
@@ -261,7 +270,6 @@ class PairTest:
                     str(self.iters), "--warmup", str(self.warmup), "--out", str(out)]
             # a failed rank ends the pair at once rather than leaving its partner waiting
             return "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + shlex.join(argv)
-        from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 
         spec = LaunchSpec(collective=self.collective, nodes=2, gpus_per_node=self.gpus_per_node,
                           min_bytes=self.size, max_bytes=self.size, iters=self.iters,
@@ -278,7 +286,6 @@ class PairTest:
                 return (float(value), None) if value is not None else (None, "no busbw")
             except (OSError, ValueError, KeyError, IndexError, TypeError):
                 return None, _tail(log) or "no record written"
-        from toolkit.bench.nccl.parse import parse_nccl_file
 
         try:
             runs = parse_nccl_file(log, collective=self.collective)
@@ -289,8 +296,6 @@ class PairTest:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("", 0))
         return int(sock.getsockname()[1])
@@ -315,9 +320,6 @@ class SlurmPairs:
     job_ids: list[str] = field(default_factory=list)
 
     def __call__(self, rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
-        from toolkit.health import slurmops
-        from toolkit.submit import slurm
-
         self.workdir.mkdir(parents=True, exist_ok=True)
         jobs: list[tuple[tuple[str, str], str | None, Path, Path, str | None]] = []
         minutes = max(2, math.ceil(self.timeout / 60) + 1)
@@ -395,9 +397,6 @@ def table_rows(result: SweepResult) -> tuple[list[str], list[list[str]]]:
 
 
 def print_report(result: SweepResult) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console()
     head, rows = table_rows(result)
     t = Table(*head, box=None, pad_edge=False)
@@ -427,9 +426,6 @@ def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
                     workdir: Path, threshold: float, max_rounds: int | None, timeout: float,
                     drain: bool, progress: Callable[[str], None]) -> SweepResult:
     """The Slurm side: choose the nodes, set aside those Slurm has down, sweep, drain."""
-    from toolkit.health import slurmops
-    from toolkit.health.inventory import read_nodes, select_nodes
-
     chosen = select_nodes(read_nodes(), nodes, partition)
     down = {n.name: f"{n.state} ({n.reason})" for n in chosen
             if not n.responsive or n.powered_down}

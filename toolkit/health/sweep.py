@@ -17,6 +17,7 @@ in the network or in shared storage than in that many nodes.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -187,8 +188,6 @@ def _wait(groups: list[Group], results: Path, timeout: float,
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:
-    import json
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -12,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
 from toolkit.local import clusters
 from toolkit.local.power import DEFAULT_BOOT_DELAY
@@ -36,7 +36,6 @@ StateDir = typer.Option(
 )
 ClusterOpt = typer.Option(
     None, "--cluster", help="Which cluster's twin (default: the running one).")
-JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
 def _status_table(st: TwinStatus, console: Console) -> None:
@@ -113,7 +112,7 @@ def up(
         "(an instance launch on ParallelCluster).",
     ),
     state_dir: Path = StateDir,
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Start the config's twin and wait until every node is idle and sacct answers.
 
@@ -143,8 +142,8 @@ def up(
             obs = start_for_twin(Twin(st.state_dir), progress=progress)
     took = time.monotonic() - t0
     if json_out:
-        print(json.dumps({**st.to_json(), "seconds": round(took, 2),
-                          **({"observe": obs} if obs else {})}, indent=2))
+        emit_json({**st.to_json(), "seconds": round(took, 2),
+                   **({"observe": obs} if obs else {})}, sort_keys=False)
         return
     out = Console()
     _status_table(st, out)
@@ -162,14 +161,15 @@ def down(
     cluster: str = ClusterOpt,
     purge: bool = typer.Option(False, "--purge", help="Also delete the twin's state (logs, "
                                "accounting database) and the MountDir folders it created."),
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Stop exactly the processes `up` started (by pid), cancelling jobs first."""
     console = Console(stderr=True)
     twin = clusters.select(state_dir, cluster)
     stopped = twin.down(progress=lambda m: console.log(m), purge=purge)
     if json_out:
-        print(json.dumps({"stopped": stopped, "state_dir": str(twin.state_dir)}))
+        emit_json({"stopped": stopped, "state_dir": str(twin.state_dir)}, indent=None,
+                  sort_keys=False)
     else:
         name = twin.status().cluster if not purge else None
         print((f"stopped {len(stopped)} processes" if stopped else "the twin was not running")
@@ -178,7 +178,7 @@ def down(
 
 @app.command()
 def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
-           json_out: bool = JsonOut) -> None:
+           json_out: bool = JsonOption) -> None:
     """Show the twin's daemons, partitions and nodes.
 
     Exit 0 when every daemon runs, 1 when some died (degraded: `pctk local up` restarts the
@@ -188,18 +188,18 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
     if json_out:
         from toolkit.observe import stack
 
-        print(json.dumps({**st.to_json(), "observe": stack.status(st.state_dir)}, indent=2))
+        emit_json({**st.to_json(), "observe": stack.status(st.state_dir)}, sort_keys=False)
     else:
         _status_table(st, Console())
     if st.state != "running":
-        raise typer.Exit(1 if st.state == "degraded" else 3)
+        exit_with(FAILED if st.state == "degraded" else NOT_RUNNING)
 
 
 @app.command()
 def env(
     state_dir: Path = StateDir,
     cluster: str = ClusterOpt,
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Print `export` lines that point sbatch/srun/squeue/sacct/submitit at the twin.
 
@@ -216,7 +216,7 @@ def env(
               "`pctk local up` restarts it", file=sys.stderr)
     values = twin.env()
     if json_out:
-        print(json.dumps(values))
+        emit_json(values, indent=None, sort_keys=False)
         return
     for k, v in values.items():
         print(f"export {k}={shlex.quote(v)}")
@@ -225,7 +225,7 @@ def env(
 @app.command()
 def replace(node: str = typer.Argument(..., help="A static node, e.g. gpu-st-p5-2."),
             state_dir: Path = StateDir, cluster: str = ClusterOpt,
-            json_out: bool = JsonOut) -> None:
+            json_out: bool = JsonOption) -> None:
     """Replace a static node as ParallelCluster's clustermgtd replaces an unhealthy one.
 
     The node goes DOWN ("Static node maintenance: unhealthy node is being replaced"), its
@@ -237,7 +237,7 @@ def replace(node: str = typer.Argument(..., help="A static node, e.g. gpu-st-p5-
     _require_running(twin.status())
     replacing.replace(twin.state_dir, node)
     if json_out:
-        print(json.dumps({"node": node, "reason": replacing.REASON}))
+        emit_json({"node": node, "reason": replacing.REASON}, indent=None, sort_keys=False)
     else:
         print(f"{node}: down ({replacing.REASON}); relaunching")
 
@@ -258,7 +258,7 @@ def fault_ice(
     timeout: float = typer.Option(
         None, "--timeout", help="Seconds until the failed nodes power down and may launch "
         "again (default: ParallelCluster's insufficient_capacity_timeout, 600 s, divided by 6)."),
-    state_dir: Path = StateDir, cluster: str = ClusterOpt, json_out: bool = JsonOut,
+    state_dir: Path = StateDir, cluster: str = ClusterOpt, json_out: bool = JsonOption,
 ) -> None:
     """The next power-up of QUEUE/CR fails with InsufficientInstanceCapacity."""
     from toolkit.local import capacity
@@ -268,7 +268,8 @@ def fault_ice(
     wait = capacity.DEFAULT_TIMEOUT if timeout is None else timeout
     capacity.arm(twin.state_dir, resource, wait)
     if json_out:
-        print(json.dumps({"fault": "ice", "resource": resource, "timeout": wait}))
+        emit_json({"fault": "ice", "resource": resource, "timeout": wait}, indent=None,
+                  sort_keys=False)
     else:
         print(f"armed: the next power-up of {resource} fails with "
               f"(Code:{capacity.CODE}); its nodes power down again after {wait:g} s")

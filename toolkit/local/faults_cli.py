@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from toolkit.cliout import JsonOption, emit_json
 from toolkit.local import clusters, faults
 
 app = typer.Typer(help="Inject faults into the running twin: one slow node (tc shaping, "
@@ -18,7 +18,6 @@ StateDir = typer.Option(None, "--state-dir", envvar="PCTK_TWIN_DIR",
                         help="Folder of the twins (default: ~/.local/state/pctk/twin).")
 ClusterOpt = typer.Option(None, "--cluster",
                           help="Which cluster's twin (default: the running one).")
-JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
 def _dir(state_dir: Path | None, cluster: str | None) -> Path:
@@ -27,7 +26,7 @@ def _dir(state_dir: Path | None, cluster: str | None) -> Path:
 
 def _show(kind: str, fault: dict[str, object], json_out: bool) -> None:
     if json_out:
-        print(json.dumps({"kind": kind, **fault}))
+        emit_json({"kind": kind, **fault}, indent=None, sort_keys=False)
     elif kind == "slow-net":
         print(f"slow-net: traffic to {fault['node']} ({fault['addr']}) limited to {fault['rate']}")
     else:
@@ -40,7 +39,7 @@ def slow_net(node: str = typer.Argument(..., help="Twin node name."),
              rate: str = typer.Option("100mbit", "--rate",
                                       help="tc rate: 100mbit, 5mbps (bytes/s), 1gbit..."),
              state_dir: Path = StateDir, cluster: str = ClusterOpt,
-             json_out: bool = JsonOut) -> None:
+             json_out: bool = JsonOption) -> None:
     """Limit traffic to NODE's own address with an htb class and a u32 filter on `lo`."""
     _show("slow-net", faults.slow_net(_dir(state_dir, cluster), node, rate), json_out)
 
@@ -50,17 +49,17 @@ def slow_cpu(node: str = typer.Argument(..., help="Twin node name."),
              cpus: float = typer.Option(0.1, "--cpus", help="CPU quota for the node's slurmd "
                                         "and every job process on it (fraction of one CPU)."),
              state_dir: Path = StateDir, cluster: str = ClusterOpt,
-             json_out: bool = JsonOut) -> None:
+             json_out: bool = JsonOption) -> None:
     """Put NODE's slurmd and its jobs in a cgroup with a CFS cpu quota."""
     _show("slow-cpu", faults.slow_cpu(_dir(state_dir, cluster), node, cpus), json_out)
 
 
 @app.command("clear")
 def clear(state_dir: Path = StateDir, cluster: str = ClusterOpt,
-          json_out: bool = JsonOut) -> None:
+          json_out: bool = JsonOption) -> None:
     """Remove every fault of the twin."""
     kinds = faults.clear(_dir(state_dir, cluster))
     if json_out:
-        print(json.dumps({"cleared": kinds}))
+        emit_json({"cleared": kinds}, indent=None, sort_keys=False)
     else:
         print(f"cleared {', '.join(kinds)}" if kinds else "no faults were active")

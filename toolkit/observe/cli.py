@@ -14,7 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_text
+from toolkit.local import clusters
+from toolkit.observe import stack
+from toolkit.observe.dashboard import dashboard_json
+from toolkit.observe.headnode import render_scrape_config
+from toolkit.observe.rules import render_rules
+from toolkit.paths import results_db
+from toolkit.results.compare import DEFAULT_THRESHOLD
+from toolkit.results.store import ResultStore
 
 if TYPE_CHECKING:
     from toolkit.local.twin import Twin
@@ -24,7 +34,6 @@ app = typer.Typer(
     "node_exporter, alert rules and a Grafana dashboard.",
     no_args_is_help=True,
 )
-JsonOut = typer.Option(False, "--json", help="Print machine-readable JSON.")
 StateDir = typer.Option(
     None, "--state-dir", envvar="PCTK_TWIN_DIR",
     help="Folder of the twins (default: ~/.local/state/pctk/twin).")
@@ -41,9 +50,7 @@ def _listen_address(value: str) -> tuple[str, int]:
 
 def _refresh_results(db: Path, out: Path) -> None:
     """Rewrite the results textfile (what `pctk results prometheus -o` does)."""
-    from toolkit.results.compare import DEFAULT_THRESHOLD
-    from toolkit.results.prometheus import write_textfile
-    from toolkit.results.store import ResultStore
+    from toolkit.results.prometheus import write_textfile  # prometheus_client: ~45 ms
 
     store = ResultStore(db)
     try:
@@ -71,17 +78,18 @@ def collect(
     db: Path = typer.Option(None, "--db", envvar="PCTK_RESULTS_DB",
                             help="Results database for --results-textfile."),
     every: float = typer.Option(5.0, "--every", min=0.5, help="Seconds between rewrites."),
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Nodes by state, jobs and pending reasons, GPU hours and list-price cost per user.
 
     Reads sinfo, squeue and (where accounting exists) sacct once per scrape. Without
     accounting it says so once and exports node and job counts only.
     """
+    # prometheus_client (~45 ms) and the collector only for the commands that export
     from prometheus_client import generate_latest, start_http_server
 
     from toolkit.observe.collect import registry
-    from toolkit.results.prometheus import check_textfile_path
+    from toolkit.results.prometheus import check_textfile_path, write_registry
 
     if out is not None:
         check_textfile_path(out)
@@ -96,7 +104,6 @@ def collect(
                             "choose another --listen port") from None
         print(f"serving Slurm metrics on http://{host}:{port}/metrics", file=sys.stderr,
               flush=True)
-        from toolkit.paths import results_db
 
         db_path = db or results_db()
         while True:
@@ -111,28 +118,22 @@ def collect(
     if out is None:
         sys.stdout.write(generate_latest(reg).decode())
         return
-    from toolkit.results.prometheus import write_registry
-
     write_registry(out, reg)
     took = time.monotonic() - t0
     if json_out:
-        print(json.dumps({"path": str(out), "seconds": round(took, 3)}))
+        emit_json({"path": str(out), "seconds": round(took, 3)}, indent=None,
+                  sort_keys=False)
     else:
         print(f"wrote {out} in {took:.2f}s")
 
 
 def _twin(state_dir: Path | None, cluster: str | None) -> Twin:
-    from toolkit.local import clusters
-
     return clusters.select(state_dir, cluster)
 
 
 def start_for_twin(twin: Twin, alert_for: str | None = None, interval: str = "5s",
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Start the observability stack of a running twin (``pctk local up --observe`` too)."""
-    from toolkit.observe import stack
-    from toolkit.paths import results_db
-
     st = twin.status()
     if st.state != "running":
         raise PctkError(f"the twin in {twin.state_dir} is not running",
@@ -151,7 +152,7 @@ def up(
     alert_for: str = typer.Option(None, "--alert-for", help="Give every alert this `for:` "
                                   "(e.g. 10s to see alerts fire on the twin)."),
     interval: str = typer.Option("5s", "--interval", help="Scrape and rule interval."),
-    json_out: bool = JsonOut,
+    json_out: bool = JsonOption,
 ) -> None:
     """Start Prometheus, node_exporter and the Slurm collector for the running twin.
 
@@ -160,7 +161,7 @@ def up(
     """
     st = start_for_twin(_twin(state_dir, cluster), alert_for, interval)
     if json_out:
-        print(json.dumps(st, indent=2))
+        emit_json(st, sort_keys=False)
     else:
         print(f"Prometheus: {st['prometheus_url']}  (node_exporter {st['urls']['node']}, "
               f"Slurm collector {st['urls']['slurm']}; textfiles in {st['textfile_dir']})")
@@ -168,26 +169,22 @@ def up(
 
 @app.command()
 def down(state_dir: Path = StateDir, cluster: str = ClusterOpt,
-         json_out: bool = JsonOut) -> None:
+         json_out: bool = JsonOption) -> None:
     """Stop the twin's observability daemons (the twin keeps running)."""
-    from toolkit.observe import stack
-
     stopped = stack.stop(_twin(state_dir, cluster).state_dir)
     if json_out:
-        print(json.dumps({"stopped": stopped}))
+        emit_json({"stopped": stopped}, indent=None, sort_keys=False)
     else:
         print(f"stopped {', '.join(stopped)}" if stopped else "observability was not running")
 
 
 @app.command()
 def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
-           json_out: bool = JsonOut) -> None:
+           json_out: bool = JsonOption) -> None:
     """The Prometheus URL and daemons of the twin's observability (exit 3 when stopped)."""
-    from toolkit.observe import stack
-
     st = stack.status(_twin(state_dir, cluster).state_dir)
     if json_out:
-        print(json.dumps(st, indent=2))
+        emit_json(st, sort_keys=False)
     elif st:
         print(f"Prometheus: {st['prometheus_url']}")
         for d in st["daemons"]:
@@ -195,7 +192,8 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
     else:
         print("observability is not running (pctk observe up)")
     if not st or not st["running"]:
-        raise typer.Exit(3 if not st or not any(d["running"] for d in st["daemons"]) else 1)
+        exit_with(NOT_RUNNING if not st or not any(d["running"] for d in st["daemons"])
+                  else FAILED)
 
 
 @app.command()
@@ -204,9 +202,6 @@ def rules(
     alert_for: str = typer.Option(None, "--alert-for", help="Replace every alert's `for:`."),
 ) -> None:
     """Print (or copy) pctk's Prometheus alert rules."""
-    from toolkit.fsutil import atomic_write_text
-    from toolkit.observe.rules import render_rules
-
     text = render_rules(alert_for)
     if out is None:
         sys.stdout.write(text)
@@ -220,9 +215,6 @@ def dashboard(
     out: Path = typer.Option(None, "--out", "-o", help="Write the dashboard JSON here."),
 ) -> None:
     """The Grafana dashboard (JSON, generated from code) for pctk's metrics."""
-    from toolkit.fsutil import atomic_write_text
-    from toolkit.observe.dashboard import dashboard_json
-
     text = json.dumps(dashboard_json(), indent=2) + "\n"
     if out is None:
         sys.stdout.write(text)
@@ -238,9 +230,6 @@ def scrape_config(
     out: Path = typer.Option(None, "--out", "-o", help="Write prometheus.yml here."),
 ) -> None:
     """prometheus.yml for a real cluster's head node: EC2 discovery by cluster-name tag."""
-    from toolkit.fsutil import atomic_write_text
-    from toolkit.observe.headnode import render_scrape_config
-
     text = render_scrape_config(config, region)
     if out is None:
         sys.stdout.write(text)

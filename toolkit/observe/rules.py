@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from toolkit.errors import PctkError
+
 RULES_FILE = Path(__file__).with_name("alerts.yml")
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
@@ -22,7 +24,5 @@ def render_rules(alert_for: str | None = None) -> str:
     if alert_for is None:
         return text
     if not DURATION.match(alert_for):
-        from toolkit.errors import PctkError
-
         raise PctkError(f"bad duration {alert_for!r}", "use a Prometheus duration: 30s, 5m, 1h")
     return re.sub(r"(?m)^(\s+for: )\S+$", rf"\g<1>{alert_for}", text)

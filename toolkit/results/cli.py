@@ -6,7 +6,6 @@ baseline). matplotlib is imported only by ``pctk report``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,17 +15,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolkit.cliopts import DbOption
+from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
 from toolkit.results import metrics as m
+from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
-from toolkit.results.store import ENV_DB, ResultStore, group_key, parse_since, printable
+from toolkit.results.history import describe_change_point, load_series, trend_json
+from toolkit.results.ingest import load_record_files, store_record_files
+from toolkit.results.store import ResultStore, group_key, parse_since, printable
+from toolkit.results.trend import TREND_KINDS
 
 app = typer.Typer(help="Stored benchmark and health results: list, compare, export.",
                   no_args_is_help=True)
 
-DB_OPTION = typer.Option(None, "--db", envvar=ENV_DB, help="Results database file "
-                         "(default: <state home>/results.db).")
-JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output.")
 THRESHOLD_OPTION = typer.Option(
     f"{DEFAULT_THRESHOLD:g}", "--threshold",
     help="Relative drop that counts as a regression: 0.05 or 5%.")
@@ -62,10 +64,6 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def emit_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
-
-
 def _short(rid: str) -> str:
     return rid[:12]
 
@@ -89,8 +87,8 @@ def list_results(
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
     limit: int = typer.Option(20, "--limit", min=1),
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Stored results, newest first."""
     since_iso = parse_since(since) if since else None  # bad input creates no database
@@ -119,8 +117,8 @@ def list_results(
 @app.command("show")
 def show(
     result_id: str = typer.Argument(..., metavar="ID", help="Result id or a unique prefix."),
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """One result: where it ran, the software, its figures and its stored raw logs."""
     with open_store(db) as store:
@@ -195,12 +193,10 @@ def add(
     logs: list[Path] = LOGS_OPTION,
     make_baseline: bool = typer.Option(False, "--baseline",
                                        help="Also make each added result the baseline."),
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Ingest record files written by node-side jobs, with their raw logs."""
-    from toolkit.results.ingest import load_record_files, store_record_files
-
     loaded = load_record_files(files, logs)  # before opening: bad input creates no database
     with open_store(db) as store:
         done = store_record_files(store, loaded)
@@ -229,8 +225,8 @@ def add(
 def baseline(
     result_id: str | None = typer.Argument(None, metavar="[ID]",
                                            help="Make this result the baseline; omit to list."),
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Set the baseline of a result's cluster / instance type / kind, or list baselines."""
     with open_store(db) as store:
@@ -269,8 +265,8 @@ def compare(
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     threshold: str = THRESHOLD_OPTION,
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Flag busbw, tokens/s, MFU, storage drops and new health FAILs against the baseline
     (exit 1)."""
@@ -283,18 +279,13 @@ def compare(
         emit_json({"regressed": regressed, "comparisons": [c.to_json() for c in comparisons]})
     else:
         _print_comparisons(comparisons)
-    if regressed:
-        # SystemExit, not typer.Exit: toolkit.cli.main runs click with standalone_mode=False,
-        # where click turns Exit into a return value that main() does not pass on.
-        raise SystemExit(1)
+    fail_if(regressed)
 
 
 def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
                  kind: str | None, cluster: str | None, instance_type: str | None,
                  threshold: float) -> list[Comparison]:
     """Against --against, else the manual baseline, else the run's own recent history."""
-    from toolkit.results.baseline import judge, latest_of_each_group
-
     if result_id is not None:
         current = store.get(result_id)
         if against:
@@ -362,13 +353,10 @@ def trend(
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Each figure over time per cluster / instance type / node count, with change points."""
-    from toolkit.results.history import describe_change_point, load_series, trend_json
-    from toolkit.results.trend import TREND_KINDS
-
     if kind is not None and kind not in TREND_KINDS:
         raise PctkError(f"unknown --kind {kind!r}", f"use one of: {', '.join(TREND_KINDS)}")
     since_iso = parse_since(since) if since else None
@@ -398,10 +386,11 @@ def trend(
 def prometheus(
     out: Path | None = PROM_OUT_OPTION,
     threshold: str = THRESHOLD_OPTION,
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Latest results as gauges for node_exporter's textfile collector."""
+    # prometheus_client costs about 45 ms of start-up: only this command pays it
     from toolkit.results.prometheus import collect, render, write_textfile
 
     limit = parse_threshold(threshold)
@@ -421,11 +410,11 @@ def report_command(
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     threshold: str = THRESHOLD_OPTION,
-    db: Path | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Write one self-contained HTML report: busbw, training, health, cluster summary."""
-    from toolkit.results.report import render_report
+    from toolkit.results.report import render_report  # matplotlib
 
     limit = parse_threshold(threshold)
     with open_store(db) as store:

@@ -9,12 +9,14 @@ measurements still count. A log passed explicitly that is missing or refused is 
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import RecordError, read_record
+from benchmarks.record import RecordError, read_record, validate_record
 from toolkit.errors import PctkError
 from toolkit.results.rawlogs import LogRefused, NamedLog, RawLog, check_raw_log
 from toolkit.results.store import ResultStore, printable
@@ -107,9 +109,6 @@ def store_finished_run(record: Path | dict[str, Any], db: Path | None = None,
     Called as a benchmark or health run finishes: a failure to store is one warning line on
     stderr and ``None``, never a lost result (the record file stays where it was written).
     """
-    import sqlite3
-    import sys
-
     shown = record if isinstance(record, Path) else "the record (write it with -o)"
     try:
         loaded = (load_record_file(record, logs) if isinstance(record, Path)
@@ -132,8 +131,6 @@ def store_finished_run(record: Path | dict[str, Any], db: Path | None = None,
 
 
 def _loaded_in_memory(record: dict[str, Any], logs: Sequence[Path]) -> RecordFile:
-    from benchmarks.record import validate_record
-
     loaded = RecordFile(Path("-"), validate_record(record))
     for log in logs:
         check_raw_log(log)

@@ -1,8 +1,8 @@
 """Read the kind-specific ``metrics`` of result records into plain series.
 
-The node-side writers own their layouts; these readers accept the documented shapes and a
-few spellings around them (flat or nested busbw, one collective or several), and skip what
-they cannot read rather than fail a whole report on one odd record.
+The node-side writers own their layouts; these readers read exactly what the writers write
+(``metrics.collectives`` as a list of blocks for nccl-tests and collectives records) and
+skip what they cannot read rather than fail a whole report on one odd record.
 """
 
 from __future__ import annotations
@@ -48,41 +48,24 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _row_size(row: dict[str, Any]) -> int | None:
-    for key in ("size", "size_bytes", "bytes"):
-        value = _number(row.get(key))
-        if value is not None:
-            return int(value)
+def _row_busbw(row: dict[str, Any]) -> float | None:
+    """Out-of-place busbw (what nccl-tests' summaries quote), else in-place."""
+    for placement in ("out_of_place", "in_place"):
+        part = row.get(placement)
+        if isinstance(part, dict) and (value := _number(part.get("busbw_gbps"))) is not None:
+            return value
     return None
 
 
-def _row_busbw(row: dict[str, Any]) -> float | None:
-    """Out-of-place busbw (what nccl-tests' summaries quote), else in-place, else flat."""
-    for placement in ("out_of_place", "oop", "in_place", "ip"):
-        part = row.get(placement)
-        if isinstance(part, dict):
-            for key in ("busbw_gbps", "busbw"):
-                if (value := _number(part.get(key))) is not None:
-                    return value
-    return _number(row.get("busbw_gbps", row.get("busbw")))
-
-
 def collective_sections(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{collective: block}`` from the toolkit.bench.nccl layout (``metrics["collectives"]``, a
-    list of blocks), a ``{name: block}`` mapping, or a single-collective body.
+    """``{collective: block}`` from ``metrics["collectives"]``, the list of blocks that both
+    writers produce (toolkit.bench.nccl's ``CollectiveRun.to_block`` and benchmarks.collectives).
 
     A second block of the same collective is named ``all_reduce [half]`` by its dtype, or
     ``all_reduce #2`` when the dtype does not tell them apart.
     """
-    nested = metrics.get("collectives")
-    blocks: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(nested, dict):
-        blocks = [(str(k), v) for k, v in nested.items() if isinstance(v, dict)]
-    elif isinstance(nested, list):
-        blocks = [(str(b.get("collective") or "unknown"), b) for b in nested
-                  if isinstance(b, dict)]
-    if isinstance(metrics.get("rows"), list):
-        blocks.append((str(metrics.get("collective") or "unknown"), metrics))
+    blocks = [(str(b.get("collective") or "unknown"), b)
+              for b in _list(metrics.get("collectives")) if isinstance(b, dict)]
     sections: dict[str, dict[str, Any]] = {}
     for name, block in blocks:
         key = name
@@ -121,21 +104,19 @@ def busbw_curves(record: dict[str, Any], *, comparable_only: bool = False
         for row in _list(section.get("rows")):
             if not isinstance(row, dict):
                 continue
-            size, busbw = _row_size(row), _row_busbw(row)
+            size, busbw = _number(row.get("size_bytes")), _row_busbw(row)
             if size is not None and busbw is not None:
-                by_size[size] = busbw
+                by_size[int(size)] = busbw
         if by_size:
             curves[name] = [BusbwPoint(s, by_size[s]) for s in sorted(by_size)]
     return curves
 
 
 def nranks(record: dict[str, Any]) -> dict[str, int]:
-    """``{collective: ranks}`` from each block, or the top-level ``nranks``."""
-    metrics = record.get("metrics") or {}
-    top = metrics.get("nranks")
+    """``{collective: ranks}`` from each block's ``nranks``."""
     out = {}
-    for name, section in collective_sections(metrics).items():
-        value = section.get("nranks", top)
+    for name, section in collective_sections(record.get("metrics") or {}).items():
+        value = section.get("nranks")
         if isinstance(value, int) and not isinstance(value, bool):
             out[name] = value
     return out
@@ -147,8 +128,7 @@ def avg_busbw(record: dict[str, Any], *, comparable_only: bool = False) -> dict[
     for name, section in collective_sections(record.get("metrics") or {}).items():
         if comparable_only and is_emulated(section):
             continue
-        raw = section.get("avg_busbw_gbps", section.get("avg_busbw"))
-        if (value := _number(raw)) is not None:
+        if (value := _number(section.get("avg_busbw_gbps"))) is not None:
             out[name] = value
     return out
 

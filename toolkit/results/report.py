@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import check_created
+from toolkit.bench.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results import plots
 from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison
 from toolkit.results.store import ResultStore, group_key
+from toolkit.results.trend import build_series
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STYLE = """
@@ -217,8 +219,6 @@ def busbw_image(record: dict[str, Any], label: str, collective: str,
 def expected_busbw(record: dict[str, Any], collective: str,
                    points: list[m.BusbwPoint]) -> plots.Expected | None:
     """The catalog expectation the verdict used: same lookup, same instance type and nodes."""
-    from toolkit.bench.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
-
     cluster = record.get("cluster") or {}
     block = m.collective_sections(record.get("metrics") or {}).get(collective) or {}
     hosts = block.get("hosts")
@@ -476,8 +476,7 @@ def render_report(store: ResultStore, cluster: str | None = None,
     summaries, the trend series and the latest-run lists (10,000 records held at once take
     about 550 MB); then the latest runs, their baselines and the few earlier runs each is
     judged against are read again."""
-    from toolkit.results.trend import build_series
-    from toolkit.results.trendreport import trends_section
+    from toolkit.results.trendreport import trends_section  # it imports this module
 
     groups: dict[tuple[str, str], GroupSummary] = {}
     newest: dict[tuple[str, str, str], dict[str, Any]] = {}

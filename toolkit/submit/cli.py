@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pwd
 import sys
 import time
 from pathlib import Path
@@ -12,10 +13,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from toolkit.cliout import FAILED, JsonOption, emit_json, exit_with
+from toolkit.cliout import FAILED, INTERRUPTED, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
 from toolkit.submit import slurm
-from toolkit.submit.cluster import load_cluster, use_running_twin
+from toolkit.submit.cluster import SYSTEM_SLURM_CONF, load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,
     describe_shape,
@@ -24,6 +25,7 @@ from toolkit.submit.command import (
     load_index,
     submit_command,
 )
+from toolkit.submit.executor import ClusterExecutor, max_array_size
 from toolkit.submit.logfiles import find_logs, submitit_folder
 from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
 
@@ -36,7 +38,7 @@ def _stopped(exc: StoppedWaiting) -> None:
     ids = " ".join(exc.job_ids)
     print(f"pctk: stopped waiting; jobs {ids} keep running. Cancel with: pctk cancel {ids}",
           file=sys.stderr)
-    raise typer.Exit(130)
+    exit_with(INTERRUPTED)
 
 
 def submit(
@@ -77,7 +79,6 @@ def submit(
         return
     if not command:
         raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
-    from toolkit.submit.executor import max_array_size
 
     job = CommandJob(argv=list(command), queue=qname, nodes=nodes, gpus_per_node=gpus,
                      tasks_per_node=tasks_per_node, time=time_limit, name=name, array=array,
@@ -115,7 +116,6 @@ def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, g
         func = getattr(importlib.import_module(mod_name), func_name)
     except (ImportError, AttributeError) as exc:
         raise PctkError(f"cannot load {spec}: {exc}", "check the module path and name") from None
-    from toolkit.submit.executor import ClusterExecutor
 
     minutes = int(time_limit) if time_limit.isdigit() else 60
     folder = jobs_dir() / "submitit"
@@ -187,8 +187,6 @@ def jobs(
 
 
 def _no_slurm_hint() -> str:
-    from toolkit.submit.cluster import SYSTEM_SLURM_CONF
-
     if not os.environ.get("SLURM_CONF") and not SYSTEM_SLURM_CONF.exists():
         return "no Slurm here and no twin running: start one with `pctk local up`"
     return "is slurmctld running? (`pctk local status` for the twin)"
@@ -223,8 +221,6 @@ def _parse_parsable(text: str, fields: list[str]) -> list[dict[str, str]]:
 
 
 def _whoami() -> str:
-    import pwd
-
     return pwd.getpwuid(os.getuid()).pw_name
 
 

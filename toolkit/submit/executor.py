@@ -25,12 +25,13 @@ from pathlib import Path
 import cloudpickle
 import submitit
 from submitit.core import core, utils
-from submitit.slurm.slurm import SlurmExecutor
+from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
 from toolkit import catalog
 from toolkit.config.model import ClusterTopology, ComputeResource, Queue
 from toolkit.errors import PctkError
 from toolkit.submit.cluster import load_cluster, use_running_twin
+from toolkit.submit.command import register_job
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
 from toolkit.submit.jobspec import JobSpec, sbatch_options
@@ -157,7 +158,6 @@ class ClusterExecutor(SlurmExecutor):
         # the real job name goes to sbatch as an argument (see _make_submission_command)
         params = dict(self.parameters)
         params["job_name"] = SAFE_SCRIPT_JOB_NAME
-        from submitit.slurm.slurm import _make_sbatch_string
 
         return _make_sbatch_string(command=command, folder=self.folder, **params)
 
@@ -185,7 +185,6 @@ class ClusterExecutor(SlurmExecutor):
         if delayed_submissions:
             check_satisfiable(self._resource_args(), str(self.parameters["partition"]))
         jobs = self._submit_delayed(delayed_submissions)
-        from toolkit.submit.command import register_job
 
         for main in dict.fromkeys(j.job_id.split("_")[0] for j in jobs):
             register_job(main, str(self.folder), "submitit")

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from submitit.core.utils import JobPaths
+
 _COMMAND = re.compile(r"^(\d+)(?:_(\d+))?\.(batch|\d+)\.(out|err)$")
 _SUBMITIT = re.compile(r"^(\d+)(?:_(\d+))?_(\d+)_log\.(out|err)$")
 
@@ -76,8 +78,6 @@ def find_logs(folder: Path, job_id: str, rank: int | None = None) -> list[Path]:
 
 def submitit_folder(template: str, job_id: str) -> Path:
     """The folder a submitit executor writes ``job_id``'s logs to (``%j``/``%A``/``%a`` filled)."""
-    from submitit.core.utils import JobPaths
-
     try:
         return JobPaths(template, job_id=job_id).folder
     except ValueError:  # %a in the folder but a whole array asked for

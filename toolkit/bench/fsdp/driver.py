@@ -1,28 +1,29 @@
-"""``pctk bench fsdp``: the FSDP2 training benchmark through Slurm.
+"""The FSDP2 training benchmark through Slurm, as plain functions that return records.
 
-Renders a batch script (one task per GPU under ``srun``, or one ``torchrun`` per node with a
-c10d rendezvous), submits it with ``sbatch``, polls ``sacct`` until the job ends, then reads
-the result record the job's rank 0 wrote and prints a summary. The submission layer
-(toolkit.submit) will take over submitting and polling; the script stays the same.
+:func:`plan` turns the command's settings into an :class:`FsdpJob`; :func:`render_sbatch`
+writes its batch script (one task per GPU under ``srun``, or one ``torchrun`` per node with a
+c10d rendezvous); :func:`run` submits it through toolkit.submit.slurm, waits for the job and
+returns the result record the job's rank 0 wrote. The arguments of ``benchmarks.fsdp.train``
+are rendered from :class:`benchmarks.fsdp.config.TrainConfig`, the node's own settings.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from benchmarks.fsdp.config import PRESETS
-from toolkit.cliopts import DbOption, StoreOption
-from toolkit.cliout import JsonOption, emit_json, fail_if
+from benchmarks.fsdp.config import PRESETS, TrainConfig, to_argv
+from benchmarks.fsdp.stragglers import describe as describe_stragglers
+from benchmarks.record import read_record, write_record
+from toolkit import catalog
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
+from toolkit.results.ingest import store_finished_run
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, sbatch_header
 
@@ -30,6 +31,11 @@ REPO = code_root()
 LAUNCHERS = ("srun", "torchrun")
 # long sequences only for the real Llama shapes; the small ones are for CPUs and the twin
 DEFAULT_SEQ_LEN = {"tiny": 64, "small": 256}
+# TrainConfig fields every job passes, in this order; checkpoints only when asked for
+JOB_SETTINGS = ("model", "steps", "batch_size", "seq_len", "out")
+CKPT_SETTINGS = ("ckpt_dir", "ckpt_every")
+# TrainConfig fields `pctk bench fsdp` passes through as they are
+PASSED_SETTINGS = ("ac", "compile", "hsdp", "peak_tflops")
 
 
 @dataclass(frozen=True)
@@ -61,14 +67,84 @@ class FsdpJob:
     def record_path(self) -> Path:
         return self.run_dir / "record.json"
 
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(
+            model=self.model, steps=self.steps, batch_size=self.batch_per_gpu * self.world_size,
+            seq_len=self.seq_len, out=self.record_path,
+            ckpt_dir=self.run_dir / "ckpt" if self.ckpt_every else None,
+            ckpt_every=self.ckpt_every)
+
     def train_args(self) -> list[str]:
-        args = ["--model", self.model, "--steps", str(self.steps),
-                "--batch-size", str(self.batch_per_gpu * self.world_size),
-                "--seq-len", str(self.seq_len), "--out", str(self.record_path)]
-        if self.ckpt_every:
-            args += ["--ckpt-dir", str(self.run_dir / "ckpt"), "--ckpt-every",
-                     str(self.ckpt_every)]
-        return args + self.train_flags
+        names = JOB_SETTINGS + (CKPT_SETTINGS if self.ckpt_every else ())
+        return to_argv(self.train_config(), names) + self.train_flags
+
+
+@dataclass(frozen=True)
+class FsdpRun:
+    """A submitted job; ``state`` and ``record`` only when it was waited for."""
+
+    job: FsdpJob
+    job_id: str
+    state: str | None = None
+    record: dict[str, Any] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.job.run_dir / f"slurm-{self.job_id}.out"
+
+    @property
+    def failed(self) -> bool:
+        return self.record is not None and (
+            self.state != "COMPLETED" or self.record["verdict"]["status"] == "FAIL")
+
+
+def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | None,
+         partition: str | None, instance_type: str | None, tasks_per_node: int | None,
+         gpus_per_node: int | None, launcher: str, time_limit: str | None,
+         run_dir: Path | None) -> FsdpJob:
+    """The job for ``train``'s model, steps, checkpoint interval and ``PASSED_SETTINGS``;
+    ranks per node and the peak TFLOP/s from ``instance_type`` when given. Validated."""
+    model = train.model.lower()
+    if model not in PRESETS:
+        raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")
+    peak, ranks = train.peak_tflops, tasks_per_node
+    if instance_type is not None:
+        inst = catalog.get(instance_type)
+        if inst.gpus and inst.accelerator is not None:
+            ranks = ranks or inst.gpus
+            peak = peak or inst.accelerator.peak_bf16_tflops
+    ranks = ranks or 8
+    job = FsdpJob(
+        nodes=nodes, model=model, run_dir=(run_dir or default_run_dir(model)).resolve(),
+        tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
+        launcher=launcher, partition=partition, steps=train.steps, batch_per_gpu=batch_per_gpu,
+        seq_len=seq_len or DEFAULT_SEQ_LEN.get(model, 8192), ckpt_every=train.ckpt_every,
+        time_limit=time_limit,
+        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS))
+    validate(job)
+    return job
+
+
+def run(job: FsdpJob, *, wait_for_it: bool = True, timeout: float | None = None,
+        quiet: bool = False, store: bool = True, db: Path | None = None) -> FsdpRun:
+    """Write the script, submit it and, with ``wait_for_it``, wait for the job and return its
+    record (the job's log named in it; stored in the results database with ``store``)."""
+    script = atomic_write_text(job.run_dir / "fsdp.sbatch", render_sbatch(job))
+    job_id = submit(script)
+    if not wait_for_it:
+        return FsdpRun(job, job_id)
+    state = wait(job_id, timeout, quiet=quiet)
+    done = FsdpRun(job, job_id, state)
+    if not job.record_path.exists():
+        raise PctkError(f"job {job_id} ended {state} without a result record",
+                        log=str(done.log))
+    rec = read_record(job.record_path)
+    if done.log.is_file() and done.log.name not in rec["raw_logs"]:
+        rec["raw_logs"] = [*rec["raw_logs"], done.log.name]  # kept with the record when stored
+        write_record(job.record_path, rec)
+    if store:
+        store_finished_run(job.record_path, db)
+    return replace(done, record=rec)
 
 
 def validate(job: FsdpJob) -> None:
@@ -174,123 +250,13 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _straggler_line(s: dict[str, Any] | None) -> str:
-    if not s:
-        return "-"
-    from benchmarks.fsdp.stragglers import describe
-
-    return describe(s)
+    return describe_stragglers(s) if s else "-"
 
 
 def _count(n: int) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
 
 
-def print_summary(rec: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="pctk bench fsdp", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in summary_rows(rec):
-        table.add_row(key, value)
-    Console().print(table)
-
-
 def default_run_dir(model: str) -> Path:
     """``<state home>/runs/fsdp-<model>-<stamp>``: shared with the nodes on ParallelCluster."""
     return new_run_dir(f"fsdp-{model}")
-
-
-def fsdp_command(
-    nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes to train on."),
-    model: str = typer.Option("8b", "--model", help=f"Shape preset: {', '.join(PRESETS)}."),
-    steps: int = typer.Option(50, help="Training steps."),
-    batch_per_gpu: int = typer.Option(1, help="Sequences per GPU per step."),
-    seq_len: int | None = typer.Option(None, help="Tokens per sequence [8192; tiny 64]."),
-    partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
-    instance_type: str | None = typer.Option(
-        None, help="Instance type in the catalog: GPUs per node and peak TFLOP/s from it."),
-    tasks_per_node: int | None = typer.Option(
-        None, help="Ranks per node [GPUs of --instance-type, else 8]."),
-    gpus_per_node: int | None = typer.Option(
-        None, help="GPUs to request per node (GRES); 0 for CPU partitions [= ranks]."),
-    launcher: str = typer.Option("srun", help="srun (one task per GPU) or torchrun."),
-    ac: bool = typer.Option(False, "--ac", help="Activation checkpointing."),
-    compile_: bool = typer.Option(False, "--compile", help="torch.compile each block."),
-    hsdp: bool = typer.Option(False, "--hsdp", help="Shard in a node, replicate across."),
-    ckpt_every: int = typer.Option(0, help="Checkpoint every K steps (0: never)."),
-    peak_tflops: float | None = typer.Option(None, help="Dense bf16 peak per GPU."),
-    time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
-    run_dir: Annotated[Path | None, typer.Option(
-        help="Shared folder for script, logs, checkpoints, record "
-        "[<state home>/runs/fsdp-MODEL-TIME].")] = None,
-    wait_: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the job and report."),
-    timeout: float | None = typer.Option(None, help="Give up waiting after this many seconds."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the batch script only."),
-    as_json: bool = JsonOption,
-    store: bool = StoreOption,
-    db: Path | None = DbOption,
-) -> None:
-    """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm."""
-    model = model.lower()
-    if model not in PRESETS:
-        raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")
-    flags = [f for f, on in (("--ac", ac), ("--compile", compile_), ("--hsdp", hsdp)) if on]
-    peak = peak_tflops
-    ranks = tasks_per_node
-    if instance_type is not None:
-        from toolkit import catalog
-
-        inst = catalog.get(instance_type)
-        if inst.gpus and inst.accelerator is not None:
-            ranks = ranks or inst.gpus
-            peak = peak or inst.accelerator.peak_bf16_tflops
-    if peak is not None:
-        flags += ["--peak-tflops", str(peak)]
-    ranks = ranks or 8
-    job = FsdpJob(
-        nodes=nodes, model=model, run_dir=(run_dir or default_run_dir(model)).resolve(),
-        tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
-        launcher=launcher, partition=partition, steps=steps, batch_per_gpu=batch_per_gpu,
-        seq_len=seq_len or DEFAULT_SEQ_LEN.get(model, 8192), ckpt_every=ckpt_every,
-        time_limit=time_limit, train_flags=flags,
-    )
-    validate(job)
-    script_text = render_sbatch(job)
-    if dry_run:
-        typer.echo(script_text, nl=False)
-        return
-    script = atomic_write_text(job.run_dir / "fsdp.sbatch", script_text)
-    job_id = submit(script)
-    if not wait_:
-        _emit(as_json, {"job_id": job_id, "run_dir": str(job.run_dir)},
-              f"submitted job {job_id}; record will be {job.record_path} (not waiting, "
-              f"so store it yourself: pctk results add {job.record_path})")
-        return
-    state = wait(job_id, timeout, quiet=as_json)
-    log = job.run_dir / f"slurm-{job_id}.out"
-    if not job.record_path.exists():
-        raise PctkError(f"job {job_id} ended {state} without a result record", log=str(log))
-    from benchmarks.record import read_record, write_record
-    from toolkit.results.ingest import store_finished_run
-
-    rec = read_record(job.record_path)
-    if log.is_file() and log.name not in rec["raw_logs"]:
-        rec["raw_logs"] = [*rec["raw_logs"], log.name]  # kept with the record when stored
-        write_record(job.record_path, rec)
-    if store:
-        store_finished_run(job.record_path, db)
-    if as_json:
-        emit_json(rec)
-    else:
-        print_summary(rec)
-        typer.echo(f"record: {job.record_path}\nlog: {log}")
-    fail_if(state != "COMPLETED" or rec["verdict"]["status"] == "FAIL")
-
-
-def _emit(as_json: bool, obj: dict[str, Any], text: str) -> None:
-    if as_json:
-        emit_json(obj, indent=None, sort_keys=False)
-    else:
-        typer.echo(text)

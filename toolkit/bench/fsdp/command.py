@@ -1,0 +1,134 @@
+"""``pctk bench fsdp``: parse the flags, call the driver, print the record.
+
+The options that reach ``benchmarks.fsdp.train`` unchanged are not declared here: they are
+built from the fields of :class:`benchmarks.fsdp.config.TrainConfig` (flag, help and type from
+the field; the driver's own default where it differs), so the node and the driver cannot
+drift apart. They show under their own heading in ``--help``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, get_type_hints
+
+import typer
+
+from benchmarks.fsdp.config import PRESETS, TrainConfig, settings
+from toolkit.bench.fsdp import driver
+from toolkit.cliopts import DbOption, StoreOption
+from toolkit.cliout import JsonOption, emit_json, fail_if
+
+F = TypeVar("F", bound=Callable[..., Any])
+TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
+# TrainConfig fields offered here, in --help order, and where the driver's default or help
+# differs from the node's
+TRAIN_OPTIONS = ("model", "steps", "seq_len", "ckpt_every", "ac", "compile", "hsdp",
+                 "peak_tflops")
+DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "model": {"default": "8b", "help": f"Shape preset: {', '.join(PRESETS)}."},
+    "steps": {"default": 50},
+    "seq_len": {"default": None, "help": "Tokens per sequence [8192; "
+                + ", ".join(f"{m} {n}" for m, n in driver.DEFAULT_SEQ_LEN.items()) + "]."},
+    "peak_tflops": {"help": "Dense bf16 peak per GPU (default: from --instance-type, else "
+                            "from the GPU name on the node)."},
+}
+
+
+def train_options(names: Sequence[str], overrides: Mapping[str, Mapping[str, Any]],
+                  panel: str) -> list[inspect.Parameter]:
+    """Keyword parameters with ``typer.Option`` defaults for the TrainConfig fields ``names``.
+
+    Model names are not typer choices: the driver refuses an unknown one in one line.
+    """
+    spec = settings()
+    params = []
+    for name in names:
+        s, o = spec[name], overrides.get(name, {})
+        default, help_text = o.get("default", s.default), o.get("help", s.help)
+        if s.is_bool and default is not False:
+            raise ValueError(f"{name}: only off-by-default switches pass through as flags")
+        annotation: Any = s.type if default is not None else s.type | None
+        option = typer.Option(default, s.flag, help=help_text, rich_help_panel=panel)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                        annotation=annotation))
+    return params
+
+
+def with_options(extra: list[inspect.Parameter]) -> Callable[[F], F]:
+    """Give a command that takes ``**kwargs`` the keyword options ``extra`` in its signature,
+    which is what typer reads; their values arrive in the ``**kwargs``."""
+
+    def decorate(func: F) -> F:
+        sig = inspect.signature(func, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        func.__signature__ = sig.replace(parameters=[*own, *extra])  # type: ignore[attr-defined]
+        func.__annotations__ = {**get_type_hints(func, include_extras=True),
+                                **{p.name: p.annotation for p in extra}}
+        return func
+
+    return decorate
+
+
+@with_options(train_options(TRAIN_OPTIONS, DRIVER_DEFAULTS, TRAIN_PANEL))
+def fsdp_command(
+    nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes to train on."),
+    batch_per_gpu: int = typer.Option(1, help="Sequences per GPU per step."),
+    partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
+    instance_type: str | None = typer.Option(
+        None, help="Instance type in the catalog: GPUs per node and peak TFLOP/s from it."),
+    tasks_per_node: int | None = typer.Option(
+        None, help="Ranks per node [GPUs of --instance-type, else 8]."),
+    gpus_per_node: int | None = typer.Option(
+        None, help="GPUs to request per node (GRES); 0 for CPU partitions [= ranks]."),
+    launcher: str = typer.Option("srun", help="srun (one task per GPU) or torchrun."),
+    time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
+    run_dir: Annotated[Path | None, typer.Option(
+        help="Shared folder for script, logs, checkpoints, record "
+        "[<state home>/runs/fsdp-MODEL-TIME].")] = None,
+    wait_: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the job and report."),
+    timeout: float | None = typer.Option(None, help="Give up waiting after this many seconds."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the batch script only."),
+    as_json: bool = JsonOption,
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
+    **train: Any,
+) -> None:
+    """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm."""
+    seq_len = train.pop("seq_len")
+    job = driver.plan(TrainConfig(**train), nodes=nodes, batch_per_gpu=batch_per_gpu,
+                      seq_len=seq_len, partition=partition, instance_type=instance_type,
+                      tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
+                      launcher=launcher, time_limit=time_limit, run_dir=run_dir)
+    if dry_run:
+        typer.echo(driver.render_sbatch(job), nl=False)
+        return
+    done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json, store=store,
+                      db=db)
+    if done.record is None:
+        if as_json:
+            emit_json({"job_id": done.job_id, "run_dir": str(job.run_dir)}, indent=None,
+                      sort_keys=False)
+        else:
+            typer.echo(f"submitted job {done.job_id}; record will be {job.record_path} (not "
+                       f"waiting, so store it yourself: pctk results add {job.record_path})")
+        return
+    if as_json:
+        emit_json(done.record)
+    else:
+        print_summary(done.record)
+        typer.echo(f"record: {job.record_path}\nlog: {done.log}")
+    fail_if(done.failed)
+
+
+def print_summary(rec: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="pctk bench fsdp", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in driver.summary_rows(rec):
+        table.add_row(key, value)
+    Console().print(table)
