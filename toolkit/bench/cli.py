@@ -11,7 +11,7 @@ import typer
 from toolkit.cli import LazyCommand, lazy_group
 
 BENCH_COMMANDS = (
-    LazyCommand("fsdp", "toolkit.bench.fsdp.command:fsdp_command",
+    LazyCommand("fsdp", "toolkit.bench.fsdp.cli:fsdp_command",
                 "FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through "
                 "Slurm."),
     LazyCommand("nccl", "toolkit.bench.nccl.cli:app",
