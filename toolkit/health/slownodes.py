@@ -46,15 +46,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-import benchmarks
 from toolkit.bench.nccl.parse import parse_nccl_file
 from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 from toolkit.errors import PctkError
 from toolkit.health import slurmops
 from toolkit.health.inventory import read_nodes, select_nodes
+from toolkit.paths import code_root
 from toolkit.submit import slurm
 
-REPO_ROOT = Path(benchmarks.__file__).resolve().parent.parent
 OK, SLOW, FAIL, UNRESOLVED = "OK", "SLOW", "FAIL", "UNRESOLVED"
 DRAIN_PREFIX = "pctk: slow-node:"
 
@@ -332,7 +331,7 @@ class SlurmPairs:
             export = "ALL" if self.test.method != "torch" else f"ALL,MASTER_PORT={_free_port()}"
             args = ["--nodes=2", f"--nodelist={a},{b}", "--ntasks-per-node=1",
                     f"--job-name=pctk-slow-{stem}", f"--output={log}", f"--time={minutes}",
-                    f"--chdir={REPO_ROOT}", f"--export={export}", "--wrap",
+                    f"--chdir={code_root()}", f"--export={export}", "--wrap",
                     self.test.command(out)]
             if self.partition:
                 args.insert(0, f"--partition={self.partition}")

@@ -34,6 +34,7 @@ from typing import Any
 from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.local import nodeaddr, procs
 from toolkit.local.plan import node_host
+from toolkit.paths import code_root
 from toolkit.submit.slurm import expand_hostlist
 
 CONFIG = "power.json"
@@ -68,7 +69,7 @@ def write_programs(state_dir: Path, slurm_conf: Path, nodes: dict[str, str],
     atomic_write_json(state_dir / CONFIG, cfg)
     bin_dir = state_dir / "bin"
     bin_dir.mkdir(exist_ok=True)
-    pkg_root = Path(__file__).resolve().parents[2]
+    pkg_root = code_root()
     for name, verb in (("pctk-resume", "resume"), ("pctk-suspend", "suspend")):
         atomic_write_text(bin_dir / name, "\n".join([
             "#!/bin/sh",
@@ -200,7 +201,7 @@ def _forget_self(state_dir: Path) -> None:
 
 def env_of(cfg: dict[str, Any]) -> dict[str, str]:
     env = {k: str(v) for k, v in (cfg.get("env") or {}).items()}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = str(code_root())
     return env
 
 
