@@ -6,6 +6,7 @@ typer and click versions under test are the ones a user of this environment gets
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,8 @@ BAD_INVOCATIONS = [
     (["local", "up", "--bogus"], 2),
     (["bench", "nccl", "prase", "x.log"], 2),
     (["bench", "collectives", "--nodes", "x"], 2),
+    (["bench", "collectives", "--nodes", "0"], 2),
+    (["bench", "storage", "--nodes", "0", "--target", "/tmp/x"], 2),
     (["results", "list", "--limit", "0"], 2),
     (["report", "--bogus"], 2),
     (["demo", "--nodes", "0"], 2),
@@ -113,3 +116,35 @@ def test_bench_nccl_parse_imports_no_other_benchmark_driver(tmp_path: Path) -> N
 def test_version_through_the_console_script() -> None:
     res = _pctk("--version")
     assert res.returncode == 0 and res.stdout.startswith("pctk ")
+
+
+def _no_slurm_env(home: Path) -> dict[str, str]:
+    """No twin, no SLURM_CONF: what a tired user's fresh shell on a laptop looks like."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PCTK_"))}
+    return {**env, "PCTK_HOME": str(home)}
+
+
+@pytest.mark.parametrize(("argv", "code", "start"), [
+    (["health", "slow-nodes", "--size", "1Q", "--partition", "cpu"], 3, "--size: "),
+    (["health", "slow-nodes", "--size", "0", "--partition", "cpu"], 3, "--size: "),
+    (["health", "slow-nodes", "--timeout", "0", "--partition", "cpu"], 3, "--timeout 0 "),
+])
+def test_bad_values_are_refused_before_slurm_is_asked(tmp_path: Path, argv: list[str],
+                                                       code: int, start: str) -> None:
+    res = subprocess.run([str(PCTK), *argv], capture_output=True, text=True, timeout=120,
+                         env=_no_slurm_env(tmp_path))
+    assert res.returncode == code, res.stderr
+    assert res.stderr.splitlines() == [res.stderr.strip()]
+    assert res.stderr.startswith(f"pctk: error: {start}"), res.stderr
+
+
+@pytest.mark.skipif(Path("/etc/slurm/slurm.conf").exists(), reason="this machine has a Slurm")
+@pytest.mark.parametrize("argv", [["jobs"], ["health", "slow-nodes", "--partition", "cpu"]])
+def test_no_slurm_is_one_line_not_slurms_chain_of_errors(tmp_path: Path,
+                                                         argv: list[str]) -> None:
+    res = subprocess.run([str(PCTK), *argv], capture_output=True, text=True, timeout=120,
+                         env=_no_slurm_env(tmp_path))
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pctk: error: "), res.stderr
+    assert "configuration source" in lines[0] and "fix: " in lines[0]

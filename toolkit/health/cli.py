@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from benchmarks.health.runner import CHECKS
+from benchmarks.vocab import parse_bytes
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
@@ -126,6 +127,13 @@ def slow_nodes_command(
     if collective not in ("all_reduce", "sendrecv"):
         raise HealthInputError(f"unknown --collective {collective!r}",
                                "use all_reduce or sendrecv")
+    try:
+        if parse_bytes(size) < 1:
+            raise ValueError(f"{size!r} is zero bytes")
+    except ValueError as exc:
+        raise HealthInputError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
+    if timeout <= 0:
+        raise HealthInputError(f"--timeout {timeout:g} must be more than 0 seconds")
     test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
                               nccl_tests_dir=nccl_tests_dir)
     if python:

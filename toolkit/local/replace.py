@@ -13,7 +13,7 @@ from pathlib import Path
 
 from toolkit.errors import PctkError
 from toolkit.local import power
-from toolkit.submit.slurm import update_nodes
+from toolkit.submit.slurm import error_line, update_nodes
 
 REASON = "Static node maintenance: unhealthy node is being replaced"
 
@@ -29,7 +29,7 @@ def replace(state_dir: Path, node: str) -> None:
     env = power.env_of(cfg)
     r = update_nodes([node], env=env, State="DOWN", Reason=REASON)
     if r.returncode != 0:
-        raise PctkError(f"scontrol could not set {node} down: {r.stderr.strip()}",
+        raise PctkError(f"scontrol could not set {node} down: {error_line(r)}",
                         "is the twin running? (`pctk local status`)")
     power.event(state_dir, node, "replacing", REASON)
     power.stop_slurmd(state_dir, node)

@@ -460,7 +460,7 @@ class Twin:
             return
         r = slurm.update_nodes(nodes, env=self._cmd_env(), State="POWER_UP")
         if r.returncode != 0:
-            raise PctkError(f"could not power up {','.join(nodes)}: {r.stderr.strip()}")
+            raise PctkError(f"could not power up {','.join(nodes)}: {slurm.error_line(r)}")
         deadline = time.monotonic() + timeout
         while True:
             states = slurm.node_states(env=self._cmd_env())

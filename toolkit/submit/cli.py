@@ -160,7 +160,7 @@ def jobs(
     else:
         r = slurm.squeue_rows(LIVE_FORMAT, user=user, all_states=True)
         if r.returncode != 0:
-            raise PctkError(f"neither sacct nor squeue answered: {r.stderr.strip()}",
+            raise PctkError(f"neither sacct nor squeue answered: {slurm.error_line(r)}",
                             _no_slurm_hint())
         for line in r.stdout.splitlines():
             p = line.split("|")

@@ -87,9 +87,14 @@ def ask(argv: list[str], *, timeout: float = 60, env: Mapping[str, str] | None =
         return subprocess.CompletedProcess(argv, NO_ANSWER, "", str(exc))
 
 
-def _error_line(r: subprocess.CompletedProcess[str], command: str) -> str:
-    lines = [ln.strip() for ln in (r.stderr or r.stdout).splitlines() if ln.strip()]
-    return lines[-1].removeprefix(f"{command}: error: ") if lines else f"exit {r.returncode}"
+def error_line(r: subprocess.CompletedProcess[str], command: str | None = None) -> str:
+    """The one line that says why a Slurm command failed: its last message, without the
+    ``sinfo: error:`` prefix (Slurm prints the chain of causes first, the verdict last)."""
+    command = command or str(r.args[0] if isinstance(r.args, list | tuple) else r.args)
+    lines = [ln.strip() for ln in (r.stderr or r.stdout or "").splitlines() if ln.strip()]
+    if not lines:
+        return f"exit {r.returncode}"
+    return lines[-1].removeprefix(f"{command}: error: ").removeprefix(f"{command}: fatal: ")
 
 
 # --------------------------------------------------------------------- accounting
@@ -161,7 +166,7 @@ def sbatch(args: list[str], *, env: Mapping[str, str] | None = None,
     (``hint``: what to check when Slurm refuses the job)."""
     r = run([*SBATCH, *args], env=env, cwd=cwd)
     if r.returncode != 0:
-        raise PctkError(f"sbatch refused the job: {_error_line(r, 'sbatch')}",
+        raise PctkError(f"sbatch refused the job: {error_line(r, 'sbatch')}",
                         _sbatch_hint(r.stderr, hint))
     return parse_job_id(r.stdout)
 
@@ -196,7 +201,7 @@ def cancel(*job_ids: str, check: bool = False, env: Mapping[str, str] | None = N
     argv = ["scancel", *job_ids]
     r = run(argv, env=env) if check else ask(argv, env=env)
     if check and r.returncode != 0:
-        raise PctkError(f"scancel failed: {r.stderr.strip()}")
+        raise PctkError(f"scancel failed: {error_line(r)}")
 
 
 # --------------------------------------------------------------------- job state
@@ -403,7 +408,7 @@ def sinfo_nodes(fields: str, timeout: float = 30) -> str:
     """``sinfo -N -h -O FIELDS``: one line per node and partition."""
     r = run(["sinfo", "-N", "-h", "-O", fields], timeout=timeout)
     if r.returncode != 0:
-        raise PctkError(f"sinfo failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+        raise PctkError(f"sinfo failed: {error_line(r)}", "check SLURM_CONF and slurmctld")
     return r.stdout
 
 
@@ -411,7 +416,7 @@ def sinfo_nodes(fields: str, timeout: float = 30) -> str:
 def _admin(argv: list[str], what: str) -> None:
     r = run(argv, timeout=30)
     if r.returncode != 0:
-        raise PctkError(f"{what} failed: {r.stderr.strip() or r.stdout.strip()}",
+        raise PctkError(f"{what} failed: {error_line(r)}",
                         "check your Slurm permissions (drain/resume/reservations need an "
                         "operator or root)")
 
@@ -457,7 +462,7 @@ def squeue_job_rows(timeout: float = 30) -> str:
     """Every job slurmctld holds (all users and partitions), OBSERVE_SQUEUE_FORMAT."""
     r = run(["squeue", "-h", "-a", "-o", OBSERVE_SQUEUE_FORMAT], timeout=timeout)
     if r.returncode != 0:
-        raise PctkError(f"squeue failed: {r.stderr.strip()}", "check SLURM_CONF and slurmctld")
+        raise PctkError(f"squeue failed: {error_line(r)}", "check SLURM_CONF and slurmctld")
     return r.stdout
 
 

@@ -34,7 +34,7 @@ def _console(as_json: bool) -> Console:
 
 
 def collectives(
-    nodes: int = typer.Option(2, "--nodes", "-N"),
+    nodes: int = typer.Option(2, "--nodes", "-N", min=1),
     partition: str = typer.Option(None, "--partition", "-p"),
     ntasks_per_node: int = typer.Option(1, "--ntasks-per-node",
                                         help="Ranks per node (GPUs per node on GPU nodes)."),
