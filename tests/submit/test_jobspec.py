@@ -12,6 +12,7 @@ import pytest
 from toolkit.bench.collectives.driver import SweepJob, sbatch_command
 from toolkit.bench.storage.driver import StorageJob
 from toolkit.errors import PctkError
+from toolkit.health.slownodes import PairTest, SlurmPairs
 from toolkit.health.sweep import Group, SweepOptions, _sbatch_argv
 from toolkit.paths import code_root
 from toolkit.submit import slurm
@@ -41,6 +42,10 @@ RENDERED = {
     "collectives.argv": lambda: _argv_text(sbatch_command(
         SweepJob(nodes=4, partition="gpu", ntasks_per_node=8, gpus_per_node=8,
                  time_limit="30"), RUN)),
+    "slow-node-pair.argv": lambda: _argv_text(SlurmPairs(
+        test=PairTest(size="4M", python="/fsx/venv/bin/python"), workdir=RUN, partition="cpu",
+        timeout=300).sbatch_argv("r1-cpu-dy-c5-1-cpu-dy-c5-2", ("cpu-dy-c5-1", "cpu-dy-c5-2"),
+                                 RUN / "r1.json", RUN / "r1.out", 20001)),
     "storage.argv": lambda: _argv_text(StorageJob(
         nodes=4, target="/fsx/bench", run_dir=RUN, partition="cpu", time_limit="20",
         run_id="abc").sbatch_args()),

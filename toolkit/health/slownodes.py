@@ -53,6 +53,7 @@ from toolkit.health import slurmops
 from toolkit.health.inventory import read_nodes, select_nodes
 from toolkit.paths import code_root
 from toolkit.submit import slurm
+from toolkit.submit.jobspec import JobSpec, sbatch_options
 
 OK, SLOW, FAIL, UNRESOLVED = "OK", "SLOW", "FAIL", "UNRESOLVED"
 DRAIN_PREFIX = "pctk: slow-node:"
@@ -318,25 +319,28 @@ class SlurmPairs:
     poll: float = 1.0
     job_ids: list[str] = field(default_factory=list)
 
+    def sbatch_argv(self, stem: str, pair: tuple[str, str], out: Path, log: Path,
+                    port: int | None) -> list[str]:
+        """One pair job: two nodes, one task each, the test command as its --wrap."""
+        spec = JobSpec(job_name=f"pctk-slow-{stem}", nodes=2, ntasks_per_node=1,
+                       partition=self.partition, nodelist=",".join(pair),
+                       time=max(2, math.ceil(self.timeout / 60) + 1), output=str(log),
+                       chdir=str(code_root()),
+                       export="ALL" if port is None else f"ALL,MASTER_PORT={port}")
+        return [*sbatch_options(spec), "--wrap", self.test.command(out)]
+
     def __call__(self, rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
         self.workdir.mkdir(parents=True, exist_ok=True)
         jobs: list[tuple[tuple[str, str], str | None, Path, Path, str | None]] = []
-        minutes = max(2, math.ceil(self.timeout / 60) + 1)
         for a, b in pairs:
             stem = f"r{rnd}-{a}-{b}"
             out, log = self.workdir / f"{stem}.json", self.workdir / f"{stem}.out"
             out.unlink(missing_ok=True)
             # a rendezvous port of its own: benchmarks.distenv derives one from the job id,
             # and twins on one machine (each counting jobs from 1) would share it
-            export = "ALL" if self.test.method != "torch" else f"ALL,MASTER_PORT={_free_port()}"
-            args = ["--nodes=2", f"--nodelist={a},{b}", "--ntasks-per-node=1",
-                    f"--job-name=pctk-slow-{stem}", f"--output={log}", f"--time={minutes}",
-                    f"--chdir={code_root()}", f"--export={export}", "--wrap",
-                    self.test.command(out)]
-            if self.partition:
-                args.insert(0, f"--partition={self.partition}")
+            port = _free_port() if self.test.method == "torch" else None
             try:
-                jid: str | None = slurm.sbatch(args)
+                jid: str | None = slurm.sbatch(self.sbatch_argv(stem, (a, b), out, log, port))
                 err = None
             except PctkError as exc:
                 jid, err = None, exc.one_line()

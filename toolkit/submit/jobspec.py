@@ -1,11 +1,11 @@
 """One job description, rendered as sbatch options or ``#SBATCH`` lines.
 
 Every launcher (``pctk submit``'s command jobs, ``bench fsdp``, ``bench collectives``, ``bench
-storage``, the health sweep, the executor's ``--test-only`` probe) describes its job as a
-:class:`JobSpec`; :func:`sbatch_options` turns it into ``--key=value`` arguments in one fixed
-order and :func:`sbatch_header` into the ``#SBATCH`` lines of a script, as submitit's
-``_make_sbatch_string`` does for its jobs. The rendered forms are checked against golden files
-(tests/golden/).
+storage``, the health sweep and the slow-node pairs, the executor's ``--test-only`` probe)
+describes its job as a :class:`JobSpec`; :func:`sbatch_options` turns it into ``--key=value``
+arguments in one fixed order and :func:`sbatch_header` into the ``#SBATCH`` lines of a script,
+as submitit's ``_make_sbatch_string`` does for its jobs. The rendered forms are checked against
+golden files (tests/golden/).
 
 Values are written as given: a value with whitespace cannot sit on an ``#SBATCH`` line (sbatch
 splits it), so :func:`sbatch_header` refuses one; on the command line each option is one
