@@ -8,6 +8,7 @@ report. Every step is a real pctk command; the demo only strings them together.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -15,14 +16,14 @@ import typer
 from rich.console import Console
 from rich.rule import Rule
 
+from toolkit.cli import main as pctk
 from toolkit.cliopts import pick_alias
 from toolkit.errors import PctkError
+from toolkit.local.twin import Twin
 
 
 def run_step(console: Console, title: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> int:
     """Run one pctk command in this process; its exit code, or PctkError if not in ``ok``."""
-    from toolkit.cli import main as pctk
-
     console.print(Rule(f"[bold]{title}[/]"))
     console.print(f"[dim]$ pctk {' '.join(argv)}[/]")
     code = pctk(argv)
@@ -58,10 +59,6 @@ def demo_command(
 
     step("1. Start the local twin", ["local", "up", "--config", config,
                                      *(["--nodes", str(nodes)] if nodes else [])])
-    import os
-
-    from toolkit.local.twin import Twin
-
     os.environ.update(Twin().env())
     # Nagios codes: 0 OK, 1 WARNING (things the twin cannot have, like NVML, show as SKIP)
     step("2. Health sweep of the GPU queue", [

@@ -42,7 +42,7 @@ class ProgressLines:
     def __enter__(self) -> ProgressLines:
         self._start = time.monotonic()
         if not self.quiet and self.terminal:
-            from rich.console import Console
+            from rich.console import Console  # only on a terminal: piped runs skip it
 
             self._status = Console(file=self.stream).status(self.title)
             self._status.__enter__()

@@ -13,9 +13,12 @@ from rich.table import Table
 
 from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
-from toolkit.local import clusters
+from toolkit.local import capacity, clusters
+from toolkit.local import replace as replacing
 from toolkit.local.power import DEFAULT_BOOT_DELAY
-from toolkit.local.twin import TwinStatus
+from toolkit.local.twin import Twin, TwinStatus
+from toolkit.observe import stack
+from toolkit.observe.cli import start_for_twin
 
 app = typer.Typer(
     help=(
@@ -78,8 +81,6 @@ def _status_table(st: TwinStatus, console: Console) -> None:
         console.print(f"[yellow]{note}[/]")
     for m in st.mounts:
         console.print(f"{m['path']}: {m['note']}")
-    from toolkit.observe import stack
-
     if (obs := stack.status(st.state_dir)) is not None:
         console.print(f"Prometheus: {obs['prometheus_url']} "
                       f"({'up' if obs['running'] else '[red]down[/]'}; `pctk observe status`)")
@@ -136,9 +137,6 @@ def up(
                          progress=progress, boot_delay=boot_delay)
         obs = None
         if observe:
-            from toolkit.local.twin import Twin
-            from toolkit.observe.cli import start_for_twin
-
             obs = start_for_twin(Twin(st.state_dir), progress=progress)
     took = time.monotonic() - t0
     if json_out:
@@ -186,8 +184,6 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
     """
     st = clusters.select(state_dir, cluster).status()
     if json_out:
-        from toolkit.observe import stack
-
         emit_json({**st.to_json(), "observe": stack.status(st.state_dir)}, sort_keys=False)
     else:
         _status_table(st, Console())
@@ -231,8 +227,6 @@ def replace(node: str = typer.Argument(..., help="A static node, e.g. gpu-st-p5-
     The node goes DOWN ("Static node maintenance: unhealthy node is being replaced"), its
     jobs are requeued, its slurmd stops, and a new one starts after the boot delay.
     """
-    from toolkit.local import replace as replacing
-
     twin = clusters.select(state_dir, cluster)
     _require_running(twin.status())
     replacing.replace(twin.state_dir, node)
@@ -261,8 +255,6 @@ def fault_ice(
     state_dir: Path = StateDir, cluster: str = ClusterOpt, json_out: bool = JsonOption,
 ) -> None:
     """The next power-up of QUEUE/CR fails with InsufficientInstanceCapacity."""
-    from toolkit.local import capacity
-
     twin = clusters.select(state_dir, cluster)
     _require_running(twin.status())
     wait = capacity.DEFAULT_TIMEOUT if timeout is None else timeout

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from benchmarks.fsdp.config import PRESETS, TrainConfig, settings
 from toolkit.bench.fsdp import driver
@@ -123,9 +125,6 @@ def fsdp_command(
 
 
 def print_summary(rec: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title="pctk bench fsdp", show_header=False)
     table.add_column(style="bold")
     table.add_column()
