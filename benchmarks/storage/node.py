@@ -364,7 +364,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pctk-storage: {run.node}: {exc}", file=sys.stderr)
         return 1
     finally:
-        run.leave() if complete else run.clean()
+        if complete:
+            run.leave()
+        else:
+            # the job's other tasks are being stopped too (srun --kill-on-bad-exit): a second
+            # signal must not cut this node's clean-up short and leave its files behind
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
+            run.clean()
 
 
 def vars_for_record(args: argparse.Namespace, phases: list[str], nodes: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """FSDP on 4 twin nodes, one node's CPU throttled (a real cgroup quota): the record names it.
 
 The benchmark is not told which node is slow; it finds the rank whose optimizer update
-(plus 20 fixed matmuls, ``--probe-matmuls``: the tiny model's own update is too short to
+(plus 200 fixed matmuls, ``--probe-matmuls``: the tiny model's own update is too short to
 show a CPU quota) takes longest and that the others wait for at the end of each step. The
 fault is cleared by the fixture even when the test fails.
 """
@@ -31,7 +31,9 @@ def throttled(twin: TwinHandle) -> Iterator[TwinHandle]:
 
 
 def test_fsdp_names_the_throttled_node_as_the_straggler(throttled, tmp_path: Path) -> None:
-    script = train_script(tmp_path, 10).replace("--out ", "--probe-matmuls 20 --out ")
+    # 200 probe matmuls (about 50 ms of one core a step): far past the quota's 5 ms per 100 ms
+    # period, so the throttle always bites (20, about 5 ms, could fit in one period's quota)
+    script = train_script(tmp_path, 10).replace("--out ", "--probe-matmuls 200 --out ")
     state, output = throttled.run(script, *NODES,
                                   "--nodelist=cpu-dy-c5-[1-4]", timeout=600)
     assert state == "COMPLETED", output

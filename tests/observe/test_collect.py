@@ -30,20 +30,31 @@ def _samples(families: dict, name: str) -> list[tuple[dict[str, str], float]]:
 def _one(families: dict, name: str, **labels: str) -> float:
     hits = [v for lab, v in _samples(families, name)
             if all(lab.get(k) == want for k, want in labels.items())]
-    assert len(hits) == 1, (name, labels, _samples(families, name))
+    assert len(hits) == 1, "\n".join([f"{name} {labels}: {len(hits)} samples; all:",
+                                       *(f"  {lab} {v}" for lab, v in _samples(families, name))])
     return hits[0]
+
+
+def _controller_knows_association(twin, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        out = twin.cmd("scontrol", "show", "assoc_mgr", "flags=assoc", f"accounts={ACCOUNT}",
+                       "users=root").stdout
+        if f"Account={ACCOUNT} UserName=root" in out:
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
     twin.cmd("sacctmgr", "-i", "add", "account", ACCOUNT)
     twin.cmd("sacctmgr", "-i", "add", "user", "root", f"account={ACCOUNT}")
-    # slurmdbd pushes a new association to slurmctld a moment later; a job submitted before
-    # that is accounted to root's default account instead
-    deadline = time.monotonic() + 30
-    while f"Account={ACCOUNT} UserName=root" not in twin.cmd(
-            "scontrol", "show", "assoc_mgr", "flags=assoc", f"accounts={ACCOUNT}",
-            "users=root").stdout.replace("\n", " ") and time.monotonic() < deadline:
-        time.sleep(0.5)
+    # slurmdbd pushes a new association to slurmctld a moment later (or, after slurmdbd was
+    # restarted earlier in the session, not at all until slurmctld reloads them); a job
+    # submitted before slurmctld knows it is accounted to root's default account instead
+    assert _controller_knows_association(twin, 20) or (
+        twin.cmd("scontrol", "reconfigure") and _controller_knows_association(twin, 40)), \
+        twin.cmd("scontrol", "show", "assoc_mgr", "flags=assoc", f"accounts={ACCOUNT}").stdout
     node = "gpu-st-p5-4"
     twin.cmd("scontrol", "update", f"NodeName={node}", "State=DRAIN",
              "Reason=pctk: gpu_devices: 8 of 8 GPU device files missing")
@@ -66,6 +77,11 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
 
         out = tmp_path / "slurm.prom"
         assert main(["observe", "collect", "-o", str(out), "--cluster", "twin"]) == 0
+        # what the collector read, for a failure message that shows it
+        ended = twin.cmd("sacct", "-a", "-X", "-n", "-P", "-S", "now-1days", "-o",
+                         "JobID,User,Account,Partition,ElapsedRaw,AllocTRES,State,NNodes",
+                         "-s", "CD").stdout.splitlines()[-8:]
+        print("sacct (last 8 ended):", *ended, sep="\n  ")
         fams = parse(out.read_text())
         assert all(lab["cluster"] == "twin" for f in fams.values() for lab, _ in f["samples"])
         assert _one(fams, "pctk_slurm_node_drained", node=node) == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.twinutil import TwinHandle
-from toolkit.local import faults
+from toolkit.local import faults, power, procs, state
 
 PCTK = str(Path(sys.executable).parent / "pctk")
 
@@ -100,6 +102,34 @@ def test_slow_cpu_throttles_that_nodes_jobs_only(faulty):
     # a 0.1 CPU quota: about a tenth of the loop turns of the free node (allow 1/3)
     assert counts["cpu-dy-c5-1"] * 3 < counts["cpu-dy-c5-2"], counts
     assert "slow-cpu" in _pctk(faulty, "fault", "clear").stdout
+
+
+def test_slow_cpu_stays_with_the_node_when_its_slurmd_starts_again(faulty):
+    node = "cpu-dy-c5-2"
+    fault = faults.slow_cpu(faulty.state_dir, node, 0.5)
+    old = power.recorded_slurmd(faulty.state_dir, node) or _twin_slurmd(faulty, node)
+    os.kill(old.pid, signal.SIGTERM)  # as a power-down or a replacement stops it
+    deadline = time.monotonic() + 30
+    while procs.is_running(old) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not procs.is_running(old)
+    new = power.start_slurmd(faulty.state_dir, node, faulty.env, faulty.twin.slurm_conf)
+    members = (Path(fault["cgroup"]) / "cgroup.procs").read_text().split()
+    assert str(new.pid) in members and str(old.pid) not in members
+    # the node answers again before the next test
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = faulty.cmd("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
+        if st and "not_responding" not in st and not st.startswith("down"):
+            break
+        time.sleep(1)
+    assert st.startswith(("idle", "mixed", "allocated")), st
+
+
+def _twin_slurmd(twin: TwinHandle, node: str) -> procs.Proc:
+    st = state.load(twin.state_dir)
+    assert st is not None
+    return next(p for p in st.procs if p.name == f"slurmd:{node}")
 
 
 def test_bad_fault_input_is_one_line_and_exit_2(faulty):

@@ -297,6 +297,14 @@ def throttle(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
             "period_us": CFS_PERIOD_US}
 
 
+def follow_new_slurmd(state_dir: Path, node: str, pid: int) -> None:
+    """A node's slurmd started anew (powered up again, replaced) joins the node's slow-cpu
+    group, as a real slow instance stays slow across a restart; the fault is not lost."""
+    fault = active(state_dir).get("slow-cpu")
+    if fault and fault.get("node") == node and Path(str(fault.get("cgroup"))).is_dir():
+        _move(Path(str(fault["cgroup"])) / "cgroup.procs", [pid])
+
+
 def unthrottle(fault: dict[str, Any]) -> None:
     group = Path(str(fault["cgroup"]))
     parent = group.parent

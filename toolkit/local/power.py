@@ -143,6 +143,9 @@ def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Pa
                "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib"))}
     p = procs.spawn(f"slurmd:{node}", argv, state_dir / "log" / f"slurmd-{node}.out", env,
                     state_dir)
+    from toolkit.local import faults  # faults builds on this module
+
+    faults.follow_new_slurmd(state_dir, node, p.pid)  # an active slow-cpu fault stays
     rec = _slurmd_record(state_dir, node)
     rec.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(rec, p.to_json())
