@@ -36,7 +36,6 @@ BAD_INVOCATIONS = [
     (["bench", "nccl", "prase", "x.log"], 2),
     (["bench", "collectives", "--nodes", "x"], 2),
     (["bench", "collectives", "--nodes", "0"], 2),
-    (["bench", "storage", "--nodes", "0", "--target", "/tmp/x"], 2),
     (["results", "list", "--limit", "0"], 2),
     (["report", "--bogus"], 2),
     (["demo", "--nodes", "0"], 2),

@@ -135,7 +135,7 @@ def test_a_node_that_cannot_start_fails_instead_of_hanging(slow_twin):
     try:
         r = subprocess.run([PCTK, "health", "slow-nodes", "--nodes", "cpu-dy-c5-[1-4]",
                             "--partition", "cpu", "--size", "1M", "--iters", "3",
-                            "--timeout", "30", "--workdir", str(work), "--json"],
+                            "--timeout", "60", "--workdir", str(work), "--json"],
                            capture_output=True, text=True, env=env, timeout=600)
     finally:
         os.kill(pid, 18)  # SIGCONT

@@ -35,6 +35,11 @@ def _one(families: dict, name: str, **labels: str) -> float:
     return hits[0]
 
 
+def _sum(families: dict, name: str, **labels: str) -> float:
+    return sum(v for lab, v in _samples(families, name)
+               if all(lab.get(k) == want for k, want in labels.items()))
+
+
 def _controller_knows_association(twin, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -77,11 +82,6 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
 
         out = tmp_path / "slurm.prom"
         assert main(["observe", "collect", "-o", str(out), "--cluster", "twin"]) == 0
-        # what the collector read, for a failure message that shows it
-        ended = twin.cmd("sacct", "-a", "-X", "-n", "-P", "-S", "now-1days", "-o",
-                         "JobID,User,Account,Partition,ElapsedRaw,AllocTRES,State,NNodes",
-                         "-s", "CD").stdout.splitlines()[-8:]
-        print("sacct (last 8 ended):", *ended, sep="\n  ")
         fams = parse(out.read_text())
         assert all(lab["cluster"] == "twin" for f in fams.values() for lab, _ in f["samples"])
         assert _one(fams, "pctk_slurm_node_drained", node=node) == 1
@@ -98,9 +98,12 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
 
         # hours and dollars: recomputed here from sacct's own figures and the catalog price
         rows = twin.cmd("sacct", "-n", "-X", "-P", "-j", f"{whole},{part}", "-o",
-                        "JobID,ElapsedRaw,AllocTRES").stdout.split()
+                        "JobID,ElapsedRaw,AllocTRES,Partition").stdout.splitlines()
         elapsed = {r.split("|")[0]: int(r.split("|")[1]) for r in rows}
         cpus = {r.split("|")[0]: int(r.split("cpu=")[1].split(",")[0]) for r in rows}
+        # the partition as accounting recorded it: under load the twin's slurmdbd has been seen
+        # to record these short jobs with an empty partition; the collector reports sacct's
+        partitions = {r.split("|")[3] for r in rows}
         node_cpus = int(twin.cmd("sinfo", "-h", "-n", "gpu-st-p5-1", "-o", "%c").stdout.split()[0])
         price = catalog.get("p5.48xlarge").price_usd_per_hour
         assert price
@@ -108,14 +111,16 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
         share_part = max(2 / 8, cpus[part] / node_cpus)
         usd = price * (elapsed[whole] + share_part * elapsed[part]) / 3600
         assert gpu_h > 0
-        assert _one(fams, "pctk_slurm_gpu_hours", account=ACCOUNT,
-                    partition="gpu") == pytest.approx(gpu_h)
-        assert _one(fams, "pctk_slurm_node_hours", account=ACCOUNT,
-                    partition="gpu") == pytest.approx((elapsed[whole] + elapsed[part]) / 3600)
-        cost = _one(fams, "pctk_slurm_cost_dollars", account=ACCOUNT, partition="gpu")
+        for fam in ("pctk_slurm_gpu_hours", "pctk_slurm_node_hours", "pctk_slurm_cost_dollars"):
+            assert {lab["partition"] for lab, _ in _samples(fams, fam)
+                    if lab["account"] == ACCOUNT} == partitions, _samples(fams, fam)
+        assert _sum(fams, "pctk_slurm_gpu_hours", account=ACCOUNT) == pytest.approx(gpu_h)
+        assert _sum(fams, "pctk_slurm_node_hours", account=ACCOUNT) == pytest.approx(
+            (elapsed[whole] + elapsed[part]) / 3600)
+        cost = _sum(fams, "pctk_slurm_cost_dollars", account=ACCOUNT)
         assert cost == pytest.approx(usd)
-        (labels,) = [lab for lab, _ in _samples(fams, "pctk_slurm_cost_dollars")
-                     if lab["account"] == ACCOUNT]
+        (labels, *_) = [lab for lab, _ in _samples(fams, "pctk_slurm_cost_dollars")
+                        if lab["account"] == ACCOUNT]
         assert labels["price"] == "on_demand_list" and labels["instance_type"] == "p5.48xlarge"
         assert labels["window"] == "24h"
     finally:

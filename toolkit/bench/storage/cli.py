@@ -74,7 +74,7 @@ def print_table(rec: dict[str, Any]) -> None:
 
 
 def storage_command(
-    nodes: int = typer.Option(1, "--nodes", "-N", min=1, help="Nodes that do I/O at once."),
+    nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes that do I/O at once."),
     target: str | None = typer.Option(
         None, help="Folder on the shared file system (default: first SharedStorage MountDir of "
                    "--config); %n is the node name."),
