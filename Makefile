@@ -20,6 +20,9 @@ APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-v
 CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo
 PYTEST_ARGS ?=
+# two workers: the twins that wait on Slurm's clocks run beside the rest (tests/conftest.py);
+# PYTEST_WORKERS=0 runs everything in one process
+PYTEST_WORKERS ?= 2
 
 .PHONY: help deps venv test lint demo twin-up twin-down clean
 
@@ -57,7 +60,7 @@ $(VENV)/.pctk-installed: pyproject.toml $(CONSTRAINTS)
 venv: $(VENV)/.pctk-installed
 
 test: deps venv
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests

@@ -15,6 +15,30 @@ from toolkit.local.twin import Twin
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
+# `make test` runs two pytest workers (pytest-xdist, --dist loadgroup). Most of these modules'
+# time is spent waiting on Slurm's own clocks (SlurmdTimeout, SuspendTime, boots, requeues) on
+# a twin of their own, with little CPU in use: they run on one worker while the other runs
+# everything else, including the session twin and the benchmarks that measure the CPU (the
+# slow-node sweeps, the FSDP straggler run), so those are never split across two workers.
+OWN_TWIN_WAITERS = frozenset({
+    "tests/twin/test_power.py",
+    "tests/twin/test_lifecycle.py",
+    "tests/submit/test_accounting_faults.py",
+    "tests/submit/test_max_array.py",
+    "tests/health/test_slurmd_down.py",
+    "tests/observe/test_twin_prometheus.py",
+    "tests/test_first_hour.py",
+})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Two groups for --dist loadgroup (a no-op without xdist)."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        group = "own-twin-waiters" if path in OWN_TWIN_WAITERS else "main"
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_state_home() -> Iterator[Path]:

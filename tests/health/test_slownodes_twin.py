@@ -138,7 +138,11 @@ def test_a_node_that_cannot_start_fails_instead_of_hanging(slow_twin):
                             "--timeout", "60", "--workdir", str(work), "--json"],
                            capture_output=True, text=True, env=env, timeout=600)
     finally:
+        # the node's slurmd comes back as after a reboot: a new one registers at once (the
+        # stopped one, continued, would wait for slurmctld's next ping of a node it set DOWN)
         os.kill(pid, 18)  # SIGCONT
+        power.stop_slurmd(t.state_dir, "cpu-dy-c5-2")
+        power.start_slurmd(t.state_dir, "cpu-dy-c5-2", env, t.slurm_conf)
     res = json.loads(r.stdout)
     verdicts = {v["node"]: v["verdict"] for v in res["verdicts"]}
     assert verdicts["cpu-dy-c5-2"] == "FAIL", res["verdicts"]

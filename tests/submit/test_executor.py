@@ -145,7 +145,9 @@ def test_checkpointable_job_requeues_after_preemption_and_finishes_right(twin, t
     job = ex.submit(_Counter(), 60, str(marker))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if marker.exists() and marker.read_text().isdigit() and int(marker.read_text()) >= 10:
+        # read once: the job rewrites the file while we look (an empty read is "not yet")
+        seen = marker.read_text() if marker.exists() else ""
+        if seen.isdigit() and int(seen) >= 10:
             break
         time.sleep(0.1)
     job._interrupt()  # SIGTERM + USR2, as Slurm does on preemption

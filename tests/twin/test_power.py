@@ -68,15 +68,23 @@ def _squeue(h: TwinHandle, job: str) -> tuple[str, str]:
     return state, reason
 
 
-def _until(what: str, check, timeout: float = 90, every: float = 0.5):
+def _until(what: str, check, timeout: float = 90, every: float = 0.5, explain=None):
+    """``explain``: called on a timeout, its text ends the failure message."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"not {what} after {timeout:.0f}s")
+            more = f": {explain()}" if explain else ""
+            raise AssertionError(f"not {what} after {timeout:.0f}s{more}")
         time.sleep(every)
+
+
+def _job_and_nodes(h: TwinHandle, job: str):
+    """What Slurm says of a job that is slow to finish, and of the nodes."""
+    return lambda: (f"squeue {_squeue(h, job)}; nodes {_nodes(h)}; "
+                    + h.cmd("scontrol", "show", "job", job, check=False).stdout.strip())
 
 
 def _powered_down(h: TwinHandle, nodes: list[str]) -> bool:
@@ -150,7 +158,8 @@ def test_ice_fails_the_power_up_keeps_the_job_pending_then_recovers(ptwin):
     assert state == "PENDING", (state, reason)
     # then the nodes power down again (down~ -> idle~) and the job launches and completes;
     # sacct shows the failed launch as NODE_FAIL while Slurm requeues the job: ask squeue
-    _until("finished", lambda: not _squeue(ptwin, job)[0], timeout=180, every=1)
+    _until("finished", lambda: not _squeue(ptwin, job)[0], timeout=180, every=1,
+           explain=_job_and_nodes(ptwin, job))
     _until("completed", lambda: ptwin.state(job) == "COMPLETED", timeout=30)
     events = [e["event"] for e in power.events(ptwin.state_dir, limit=500)]
     assert "power-up failed" in events and "capacity back" in events
@@ -181,7 +190,8 @@ def test_a_replaced_static_nodes_job_is_requeued_and_completes(ptwin):
     _until("back", lambda: _nodes(ptwin)[STATIC][0] in ("idle", "mixed", "allocated"),
            timeout=60)
     # sacct may show the lost run as NODE_FAIL while Slurm requeues the job: ask squeue
-    _until("finished", lambda: not _squeue(ptwin, job)[0], timeout=120, every=1)
+    _until("finished", lambda: not _squeue(ptwin, job)[0], timeout=120, every=1,
+           explain=_job_and_nodes(ptwin, job))
     _until("completed", lambda: ptwin.state(job) == "COMPLETED", timeout=30)
     assert marker.read_text().split() == ["run", "run"]
     assert "done" in out.read_text()
