@@ -40,6 +40,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """xdist appends each test's group to its node id on the worker. pytest 9.2 ignores that
+    (pytest-xdist issue 1386): the groups would be split silently, a module's twin fixture
+    starting on both workers. Stop before any test runs instead."""
+    config = getattr(node, "config", None)
+    if config is not None and config.getoption("dist") == "loadgroup" and ids \
+            and "@" not in ids[0]:
+        pytest.exit(f"pytest-xdist cannot group tests under pytest {pytest.__version__} "
+                    "(pytest-xdist issue 1386): install the pinned versions (make venv, or pip "
+                    "install -c constraints.txt -e '.[dev]') or run in one process "
+                    "(make test PYTEST_WORKERS=0)", returncode=2)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_state_home() -> Iterator[Path]:
     """Benchmarks store their results as they finish: keep that out of the user's own state."""
