@@ -188,7 +188,7 @@ def test_a_replaced_static_nodes_job_is_requeued_and_completes(ptwin):
     assert state.startswith("down") and reason.startswith(replace.REASON)
     # returns after the boot delay with a new slurmd; the job runs again and completes
     _until("back", lambda: _nodes(ptwin)[STATIC][0] in ("idle", "mixed", "allocated"),
-           timeout=60)
+           timeout=60, explain=_job_and_nodes(ptwin, job))
     # sacct may show the lost run as NODE_FAIL while Slurm requeues the job: ask squeue
     _until("finished", lambda: not _squeue(ptwin, job)[0], timeout=120, every=1,
            explain=_job_and_nodes(ptwin, job))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from toolkit.errors import PctkError
 from toolkit.local import power
-from toolkit.submit.slurm import error_line, update_nodes
+from toolkit.submit.slurm import error_line, slurmd_start_times, update_nodes
 
 REASON = "Static node maintenance: unhealthy node is being replaced"
 
@@ -41,13 +41,22 @@ def relaunch(state_dir: Path, nodes: list[str], env: dict[str, str]) -> None:
     cfg = power.load_config(state_dir)
     time.sleep(float(cfg.get("boot_delay", power.DEFAULT_BOOT_DELAY)))
     conf = Path(str(cfg.get("slurm_conf") or state_dir / "etc" / "slurm.conf"))
+    started = float(int(time.time()))  # SlurmdStartTime has whole seconds
     for n in nodes:
         p = power.start_slurmd(state_dir, n, env, conf, booted=True)
         power.event(state_dir, n, "relaunched", f"slurmd pid {p.pid}")
-    # a node an operator set DOWN does not return by itself (ReturnToService=1)
+    # A node an operator set DOWN does not return by itself (ReturnToService=1): resume it,
+    # but only once its new slurmd has registered. Resumed before, the node is IDLE when the
+    # registration reports a boot slurmctld did not ask for, and it goes DOWN for good
+    # ("Node unexpectedly rebooted"); a slow host made that happen.
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        r = update_nodes(nodes, env=env, State="RESUME")
-        if r.returncode == 0:
-            break
-        time.sleep(1)
+    waiting = list(nodes)
+    while waiting and time.monotonic() < deadline:
+        seen = slurmd_start_times(waiting, env=env)
+        fresh = [n for n in waiting if seen.get(n, 0.0) >= started]
+        if fresh and update_nodes(fresh, env=env, State="RESUME").returncode == 0:
+            waiting = [n for n in waiting if n not in fresh]
+            continue
+        time.sleep(0.5)
+    for n in waiting:
+        power.event(state_dir, n, "resume failed", "its new slurmd did not register in 60 s")

@@ -19,12 +19,14 @@ present in both are used, and output is read as plain ``|``-separated text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import getpass
 import os
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 
 from toolkit.errors import PctkError
 
@@ -488,6 +490,20 @@ def update_nodes(nodes: list[str], *, env: dict[str, str] | None = None,
     """``scontrol update NodeName=a,b State=... Reason=...`` (fields by Slurm's names)."""
     return _node_cmd(["scontrol", "update", f"NodeName={','.join(nodes)}",
                       *(f"{k}={v}" for k, v in fields.items())], env)
+
+
+def slurmd_start_times(nodes: list[str], *, env: dict[str, str] | None = None
+                       ) -> dict[str, float]:
+    """{node: when slurmctld last heard its slurmd start (``SlurmdStartTime``, epoch s)};
+    nodes it has never heard from, or that it does not know, are left out."""
+    r = _node_cmd(["scontrol", "show", "node", "-o", ",".join(nodes)], env)
+    out: dict[str, float] = {}
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        with contextlib.suppress(KeyError, ValueError):
+            out[fields["NodeName"]] = datetime.fromisoformat(fields["SlurmdStartTime"]
+                                                             ).timestamp()
+    return out
 
 
 def expand_hostlist(hostlist: str, *, env: dict[str, str] | None = None) -> list[str]:
