@@ -21,6 +21,7 @@ import pytest
 from tests.twinutil import TwinHandle
 from toolkit.local import capacity, power, replace
 from toolkit.local.twin import Twin
+from toolkit.submit import slurm
 
 pytestmark = pytest.mark.twin
 
@@ -204,6 +205,30 @@ def test_a_replaced_static_nodes_job_is_requeued_and_completes(ptwin):
     assert table.returncode == 0, table.stderr
     assert "power events" in table.stdout
     assert "replacing" in table.stdout and "relaunched" in table.stdout
+
+
+def test_a_replacement_that_registers_late_is_resumed_after_it_registers(ptwin, tmp_path):
+    """The new instance's slurmd registers 4 s after it was started (a loaded host, a slow
+    boot). Resumed before that, the node would go DOWN "Node unexpectedly rebooted" for
+    good; the relaunch waits for the registration instead."""
+    _until("idle", lambda: _nodes(ptwin)[STATIC][0] == "idle", timeout=60)
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    real = shutil.which("slurmd", path=ptwin.env.get("PATH"))
+    assert real
+    (slow / "slurmd").write_text(f'#!/bin/sh\nsleep 4\nexec {real} "$@"\n')
+    (slow / "slurmd").chmod(0o755)
+    assert ptwin.cmd("scontrol", "update", f"NodeName={STATIC}", "State=DOWN",
+                     f"Reason={replace.REASON}").returncode == 0
+    power.stop_slurmd(ptwin.state_dir, STATIC)
+    env = {**power.env_of(power.load_config(ptwin.state_dir)),
+           "PATH": f"{slow}:{ptwin.env['PATH']}"}
+    t0 = time.time()
+    replace.relaunch(ptwin.state_dir, [STATIC], env)
+    # idle* until slurmctld's next ping of the node, then idle
+    _until("idle", lambda: _nodes(ptwin)[STATIC] == ("idle", ""), timeout=60,
+           explain=lambda: str(_nodes(ptwin)[STATIC]))
+    assert slurm.slurmd_start_times([STATIC], env=ptwin.env)[STATIC] >= int(t0) + 4
 
 
 def test_a_dynamic_node_is_not_replaced(ptwin):
