@@ -20,13 +20,14 @@ SHARED = REPO.parent / "shared"
 # a twin of their own, with little CPU in use: they run on one worker while the other runs
 # everything else, including the session twin and the benchmarks that measure the CPU (the
 # slow-node sweeps, the FSDP straggler run), so those are never split across two workers.
+# None of these runs a torch.distributed job: two twins' jobs with the same job id would ask
+# for the same rendezvous port (20000 + job id) on this one host.
 OWN_TWIN_WAITERS = frozenset({
     "tests/twin/test_power.py",
     "tests/twin/test_lifecycle.py",
     "tests/submit/test_accounting_faults.py",
     "tests/submit/test_max_array.py",
     "tests/health/test_slurmd_down.py",
-    "tests/observe/test_twin_prometheus.py",
     "tests/test_first_hour.py",
 })
 
