@@ -215,12 +215,16 @@ def _check_metrics(prom: str, collectives: dict[str, Any], storage: dict[str, An
     assert _value(seq_read[0]) == pytest.approx(
         storage["metrics"]["seq_read"]["mb_per_s"] * 1e6)
 
-    # Slurm side: GPU hours and list-price cost (the 8-GPU job ran 2 s at least)
-    gpu_hours = _wait_series(prom, 'sum(pctk_slurm_gpu_hours{partition="gpu"})')
-    assert gpu_hours and _value(gpu_hours[0]) >= 8 * 2 / 3600
-    cost = _wait_series(prom, 'pctk_slurm_cost_dollars{partition="gpu"}')
-    assert cost and cost[0]["metric"]["price"] == "on_demand_list"
-    assert _value(cost[0]) >= 2 / 3600 * (catalog.get("p5.48xlarge").price_usd_per_hour or 0) > 0
+    # Slurm side: GPU hours and list-price cost (the 8-GPU job ran 2 s at least). Prometheus
+    # may still hold a scrape from before that job's accounting record (the health jobs' 0 GPU
+    # hours): wait for a scrape that has it, by asking for the values we expect
+    price = catalog.get("p5.48xlarge").price_usd_per_hour or 0
+    assert price > 0
+    gpu_hours = _wait_series(prom, f'sum(pctk_slurm_gpu_hours{{partition="gpu"}}) >= {16 / 3600}')
+    assert gpu_hours, _query(prom, "pctk_slurm_gpu_hours")
+    cost = _wait_series(prom, 'sum(pctk_slurm_cost_dollars{partition="gpu",'
+                              f'price="on_demand_list"}}) >= {2 / 3600 * price}')
+    assert cost, _query(prom, "pctk_slurm_cost_dollars")
     pending = _wait_series(prom, 'pctk_slurm_jobs_pending{partition="gpu",'
                                  'reason_class="capacity"}', timeout=60)
     assert pending and _value(pending[0]) >= 1
