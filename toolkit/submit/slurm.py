@@ -398,12 +398,18 @@ def array_chunks(indices: list[int], max_array: int) -> list[tuple[int, list[int
     return chunks
 
 
+def scontrol_fields(line: str) -> dict[str, str]:
+    """One record of ``scontrol show ... -o`` (``Key=value`` words) as a dict; words without
+    ``=`` (the rest of a value with spaces, such as a Reason) are left out."""
+    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+
+
 def partition_fields(partition: str) -> dict[str, str] | None:
     """``scontrol show partition -o`` as a dict; None when no answer."""
     r = ask(["scontrol", "show", "partition", "-o", partition], timeout=30)
     if r.returncode == NO_ANSWER:
         return None
-    return dict(tok.split("=", 1) for tok in r.stdout.split() if "=" in tok)
+    return scontrol_fields(r.stdout)
 
 
 def sinfo_nodes(fields: str, timeout: float = 30) -> str:
@@ -499,7 +505,7 @@ def slurmd_start_times(nodes: list[str], *, env: dict[str, str] | None = None
     r = _node_cmd(["scontrol", "show", "node", "-o", ",".join(nodes)], env)
     out: dict[str, float] = {}
     for line in r.stdout.splitlines() if r.returncode == 0 else []:
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        fields = scontrol_fields(line)
         with contextlib.suppress(KeyError, ValueError):
             out[fields["NodeName"]] = datetime.fromisoformat(fields["SlurmdStartTime"]
                                                              ).timestamp()
