@@ -91,6 +91,51 @@ def test_a_node_that_never_starts_fails_and_its_partner_is_cleared():
     assert "did not start" in r.verdict_of("n03").evidence and exit_code(r) == 2
 
 
+def _losing(speed: dict[str, float | None], calls: list[list[tuple[str, str]]],
+            lost_in: dict[str, int]):
+    """As _measure; a node in lost_in is set down by Slurm in that round: its pair gets no
+    figure and names it, as SlurmPairs does when it cancels a pair that cannot start."""
+    inner = _measure(speed, calls)
+
+    def measure(rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        out = []
+        for p in inner(rnd, pairs):
+            gone = {n: "down+not_responding (Not responding)" for n in p.nodes
+                    if lost_in.get(n, 0) and rnd >= lost_in[n]}
+            out.append(PairResult(rnd, p.nodes, None, "not started", lost=gone) if gone else p)
+        return out
+    return measure
+
+
+def test_a_node_slurm_sets_down_fails_at_once_and_its_partner_is_retested():
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    calls: list[list[tuple[str, str]]] = []
+    r = run_sweep(nodes, _losing(speed, calls, {"n03": 1}))
+    v = r.verdict_of("n03")
+    assert v.verdict == FAIL and v.evidence.startswith("Slurm: down+not_responding")
+    assert "round 1 pair with n04" in v.evidence
+    # no retest of n03 (its pair could not start): n04 alone, with a good partner and a
+    # control pair, and the sweep ends after round 2
+    assert r.rounds == 2 and [x for c in calls[1:] for p in c for x in p].count("n03") == 0
+    assert r.verdict_of("n04").verdict == OK and r.blamed == ["n03"]
+    assert exit_code(r) == 2
+
+
+def test_a_suspect_whose_good_partner_is_lost_gets_no_strike():
+    # n08 is slow; its first good partner (n02) goes down in round 2: that retest says
+    # nothing of n08, which is still confirmed slow by two other good partners
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    speed["n08"] = 0.05
+    calls: list[list[tuple[str, str]]] = []
+    r = run_sweep(nodes, _losing(speed, calls, {"n02": 2}))
+    assert r.verdict_of("n02").verdict == FAIL and r.verdict_of("n08").verdict == SLOW
+    partners = [next(x for x in p if x != "n08") for c in calls[1:] for p in c if "n08" in p]
+    assert partners[0] == "n02" and "n02" not in partners[1:] and len(partners) == 3
+    assert sorted(r.blamed) == ["n02", "n08"] and r.verdict_of("n07").verdict == OK
+
+
 def test_several_slow_nodes_take_more_rounds_within_the_limit():
     # slow pairs must stay a minority: the median pair is the reference
     nodes = _nodes(16)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import session_config
-from toolkit.local import faults, power
+from toolkit.health.slownodes import PairTest, SlurmPairs
+from toolkit.local import faults
 from toolkit.local.twin import Twin
 
 PCTK = str(Path(sys.executable).parent / "pctk")
@@ -86,7 +87,7 @@ def _drain_reasons(env: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.parametrize(("kind", "node", "args"), [
     ("slow-net", "cpu-dy-c5-8", ["--rate", "50mbit"]),
-    ("slow-cpu", "cpu-dy-c5-3", ["--cpus", "0.05"]),
+    ("slow-cpu", "cpu-dy-c5-3", ["--cpus", "0.1"]),
 ])
 def test_sweep_names_and_drains_exactly_the_slowed_node(slow_twin, kind, node, args):
     t, env, work = slow_twin
@@ -124,26 +125,60 @@ def test_rerun_on_a_subset_and_an_odd_count(slow_twin):
     assert r2[0]["nodes"][0] == "cpu-dy-c5-5" and res["rounds"] >= 2
 
 
-def test_a_node_that_cannot_start_fails_instead_of_hanging(slow_twin):
-    t, env, work = slow_twin
-    # slurmd of c5-2 stopped: Slurm still lists the node until it misses its pings, so
-    # the pair job cannot start; the sweep must give up at its timeout, not wait forever
-    slurmd = power.recorded_slurmd(t.state_dir, "cpu-dy-c5-2")
-    assert slurmd is not None
-    pid = slurmd.pid
-    os.kill(pid, 19)  # SIGSTOP: the node stops answering (resumed below)
-    try:
-        r = subprocess.run([PCTK, "health", "slow-nodes", "--nodes", "cpu-dy-c5-[1-4]",
-                            "--partition", "cpu", "--size", "1M", "--iters", "3",
-                            "--timeout", "60", "--workdir", str(work), "--json"],
-                           capture_output=True, text=True, env=env, timeout=600)
-    finally:
-        # the node's slurmd comes back as after a reboot: a new one registers at once (the
-        # stopped one, continued, would wait for slurmctld's next ping of a node it set DOWN)
-        os.kill(pid, 18)  # SIGCONT
-        power.stop_slurmd(t.state_dir, "cpu-dy-c5-2")
-        power.start_slurmd(t.state_dir, "cpu-dy-c5-2", env, t.slurm_conf)
+def test_a_pair_that_slurm_will_not_start_fails_without_waiting_for_the_timeout(slow_twin):
+    _, env, work = slow_twin
+    # c5-2 drained (as by an operator or a health check): Slurm lists it as up, so its pair
+    # job is submitted, and pends. The sweep sees why and cancels that pair at once instead
+    # of waiting for the round's timeout; the node FAILs without a retest, its partner is
+    # retested with a good node. (Set down by Slurm mid-sweep takes the same path.)
+    subprocess.run(["scontrol", "update", "NodeName=cpu-dy-c5-2", "State=DRAIN",
+                    "Reason=disk replacement"], env=env, check=True)
+    timeout = 240
+    r = subprocess.run([PCTK, "health", "slow-nodes", "--nodes", "cpu-dy-c5-[1-4]",
+                        "--partition", "cpu", "--size", "1M", "--iters", "3",
+                        "--timeout", str(timeout), "--workdir", str(work), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
     res = json.loads(r.stdout)
-    verdicts = {v["node"]: v["verdict"] for v in res["verdicts"]}
-    assert verdicts["cpu-dy-c5-2"] == "FAIL", res["verdicts"]
-    assert verdicts["cpu-dy-c5-1"] == "OK" and r.returncode == 2
+    verdicts = {v["node"]: v for v in res["verdicts"]}
+    dead = verdicts["cpu-dy-c5-2"]
+    assert dead["verdict"] == "FAIL", dead
+    assert dead["evidence"].startswith("Slurm: idle+") and "drain (disk replacement)" \
+        in dead["evidence"] and "round 1 pair with cpu-dy-c5-1" in dead["evidence"], dead
+    assert verdicts["cpu-dy-c5-1"]["verdict"] == "OK" and r.returncode == 2
+    first = next(p for p in res["pairs"] if "cpu-dy-c5-2" in p["nodes"])
+    assert list(first["lost"]) == ["cpu-dy-c5-2"] and "cancelled" in first["error"]
+    # round 2: c5-1 with a good partner; c5-2 is not tried again
+    assert res["rounds"] == 2 and sum("cpu-dy-c5-2" in p["nodes"] for p in res["pairs"]) == 1
+    assert res["wall_s"] < timeout / 2, "the sweep waited for the round's timeout"
+    # not drained again by the sweep (only SLOW nodes are), its reason is the operator's
+    assert _drain_reasons(env) == {"cpu-dy-c5-2": "disk replacement"}
+
+
+class _Sleeps(PairTest):
+    """A pair command that never finishes (stands for a hung benchmark)."""
+
+    def command(self, out: Path) -> str:
+        return "srun --ntasks-per-node=1 sleep 300"
+
+
+def test_a_pair_still_running_at_the_timeout_is_cancelled_and_gets_no_figure(slow_twin,
+                                                                             monkeypatch):
+    t, env, work = slow_twin
+    for k, v in t.env().items():  # the runner talks to this module's twin
+        monkeypatch.setenv(k, v)
+    runner = SlurmPairs(test=_Sleeps(), workdir=work, partition="cpu", timeout=8, poll=0.5)
+    t0 = time.monotonic()
+    [res] = runner(1, [("cpu-dy-c5-5", "cpu-dy-c5-6")])
+    assert time.monotonic() - t0 < 40
+    assert res.gbps is None and res.lost == {}
+    assert res.error is not None and res.error.startswith("no result within 8 s (was RUNNING")
+    assert "cancelled" in res.error
+    # and Slurm has really ended it
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        st = subprocess.run(["squeue", "-h", "-j", res.job_id or "", "-o", "%T"], env=env,
+                            capture_output=True, text=True).stdout.strip()
+        if st in ("", "CANCELLED"):
+            break
+        time.sleep(0.5)
+    assert st in ("", "CANCELLED"), st

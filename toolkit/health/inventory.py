@@ -13,6 +13,9 @@ from toolkit.submit import slurm
 SINFO_FIELDS = "NodeList:|,Partition:|,StateComplete:|,Reason:|,Features:|,Gres:|"
 UNRESPONSIVE_FLAGS = {"not_responding", "down", "future", "unknown", "fail", "powered_down",
                       "powering_down", "power_down", "no_respond"}
+# Slurm starts no new job on a node with one of these (DOWN: it stopped answering for
+# SlurmdTimeout, or an admin set it down); a mere not_responding may be a late ping
+NO_NEW_JOBS_FLAGS = {"down", "drain", "drained", "draining", "fail", "failing"}
 PCTK_REASON = "pctk:"
 
 
@@ -38,6 +41,10 @@ class SlurmNode:
     @property
     def responsive(self) -> bool:
         return not (self.flags & UNRESPONSIVE_FLAGS)
+
+    @property
+    def takes_no_jobs(self) -> bool:
+        return bool(self.flags & NO_NEW_JOBS_FLAGS)
 
     @property
     def powered_down(self) -> bool:

@@ -18,7 +18,9 @@ reported UNRESOLVED, not blamed.
 Verdicts: each node's figure is the best bandwidth it reached in any pair (a good node
 paired with a slow one is judged by its fast retest); the report sets it against the
 median of those figures. SLOW: slow with two known-good partners. FAIL: its pair jobs did
-not start or produced no figure, with two good partners (or Slurm has the node down).
+not start or produced no figure, with two good partners, or Slurm has the node down (before
+the sweep, or set down, drained or failed while its pair waited to start: that pair is
+cancelled at once rather than left to the round's timeout, and the node is not retested).
 Only SLOW nodes are drained, with ``pctk: slow-node: <figure> vs median <figure>``; a
 sweep that finds more than half the nodes slow drains none (the reference itself is then
 in doubt).
@@ -66,6 +68,9 @@ class PairResult:
     gbps: float | None  # None: no figure (did not start, failed, timed out)
     error: str | None = None
     job_id: str | None = None
+    # nodes Slurm would not start it on (down, drained, failed) while the pair waited to
+    # start: node -> Slurm's state (reason)
+    lost: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,6 +149,14 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
     pairs: list[PairResult] = []
     good: set[str] = set()
     slow_pairs: list[PairResult] = []
+    # a node Slurm set down or drained while its pair waited: FAIL now, no retest
+    lost: dict[str, PairResult] = {}
+
+    def note_lost(results: list[PairResult]) -> None:
+        for r in results:
+            for n in r.lost:
+                lost.setdefault(n, r)
+                good.discard(n)
 
     def median_pair() -> float | None:
         # round 1 only: each node once; retests (mostly of slow nodes) would drag it down
@@ -156,6 +169,7 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
     first = [(live[i], live[i + 1]) for i in range(0, len(live) - 1, 2)]
     progress(f"round 1: {len(first)} pairs at once")
     pairs += measure(1, first)
+    note_lost(pairs)
     ref = median_pair()
     pending: list[str] = [live[-1]] if len(live) % 2 else []
     for p in pairs:
@@ -163,7 +177,7 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
             good.update(p.nodes)
         else:
             slow_pairs.append(p)
-            pending += list(p.nodes)
+            pending += [n for n in p.nodes if n not in lost]
     resolved: dict[str, tuple[str, list[PairResult]]] = {}  # node -> (SLOW|FAIL, evidence)
     strikes: dict[str, list[PairResult]] = {}  # slow or failed with a known-good partner
     rounds = 1
@@ -186,25 +200,31 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
                  f"{len(controls)} control pair(s)")
         results = measure(rounds, batch + controls)
         pairs += results
+        note_lost(results)
         ctrl = [r.gbps for r in results[len(batch):] if r.gbps is not None]
         ref_now = statistics.median(ctrl) if ctrl else ref
         for (s, _), r in zip(batch, results[:len(batch)], strict=True):
+            if s in lost:
+                pending.remove(s)
+                continue
             if is_fast(r, ref_now):
                 good.add(s)
                 strikes.pop(s, None)
                 pending.remove(s)
                 continue
+            if r.lost:  # the good partner was lost, not s: no strike, s waits for another
+                continue
             strikes.setdefault(s, []).append(r)
             if len(strikes[s]) >= confirm:
                 resolved[s] = (FAIL if r.gbps is None else SLOW, strikes[s])
                 pending.remove(s)
-    return _judge(live, down, pairs, resolved, pending, threshold, rounds, limit,
+    return _judge(live, down, pairs, resolved, pending, lost, threshold, rounds, limit,
                   time.monotonic() - t0)
 
 
 def _judge(live: list[str], down: dict[str, str], pairs: list[PairResult],
            resolved: dict[str, tuple[str, list[PairResult]]], pending: list[str],
-           threshold: float,
+           lost: dict[str, PairResult], threshold: float,
            rounds: int, limit: int, wall: float) -> SweepResult:
     best: dict[str, float] = {}
     for p in pairs:
@@ -217,7 +237,13 @@ def _judge(live: list[str], down: dict[str, str], pairs: list[PairResult],
     for n in live:
         fig = best.get(n)
         ratio = fig / median if fig is not None and median else None
-        if n in resolved:
+        if n in lost:
+            ev = lost[n]
+            verdicts.append(NodeVerdict(n, FAIL, fig, ratio,
+                                        f"Slurm: {ev.lost[n]}, while its round {ev.round} "
+                                        f"pair with {next(x for x in ev.nodes if x != n)} "
+                                        "waited to start"))
+        elif n in resolved:
             kind, evidence = resolved[n]
             why = "; ".join(
                 (f"{fmt_gbps(ev.gbps)} with known-good " if ev.gbps is not None else
@@ -317,6 +343,7 @@ class SlurmPairs:
     partition: str | None = None
     timeout: float = 300.0
     poll: float = 1.0
+    node_poll: float = 5.0  # seconds between looks at the nodes of pairs still pending
     job_ids: list[str] = field(default_factory=list)
 
     def sbatch_argv(self, stem: str, pair: tuple[str, str], out: Path, log: Path,
@@ -347,22 +374,41 @@ class SlurmPairs:
             if jid:
                 self.job_ids.append(jid)
             jobs.append(((a, b), jid, out, log, err))
-        states: dict[str, str] = {}
-        deadline = time.monotonic() + self.timeout
-        while True:
-            for _, jid, *_ in jobs:
-                if jid and not states.get(jid, "").startswith(slurm.TERMINAL):
-                    states[jid] = slurm.job_state(jid) or "UNKNOWN"
-            if all(not jid or states[jid].startswith(slurm.TERMINAL) for _, jid, *_ in jobs):
-                break
-            if time.monotonic() > deadline:
-                for _, jid, *_ in jobs:
-                    if jid and not states[jid].startswith(slurm.TERMINAL):
-                        slurmops.cancel(jid)
-                        states[jid] = f"no result within {self.timeout:g} s " \
-                                      f"(was {states[jid]}): cancelled"
-                break
-            time.sleep(self.poll)
+        pair_of = {jid: nodes for nodes, jid, *_ in jobs if jid}
+        lost: dict[str, dict[str, str]] = {}  # job id -> {node: Slurm's state (reason)}
+        looked = [-math.inf]
+
+        def look(states: dict[str, str]) -> None:
+            """A pair waiting on a node Slurm will not start jobs on (down, drained, failed)
+            would only wait for the timeout: cancel it now and say which node and why."""
+            waiting = [j for j, st in states.items() if st.startswith("PENDING") and j not in lost]
+            if not waiting or time.monotonic() - looked[0] < self.node_poll:
+                return
+            looked[0] = time.monotonic()
+            try:
+                nodes = read_nodes()
+            except PctkError:
+                return  # sinfo failed this time: the round's timeout still bounds the wait
+            for j in waiting:
+                unusable = {n: f"{nodes[n].state} ({nodes[n].reason or 'no reason'})"
+                            for n in pair_of[j]
+                            if n in nodes and nodes[n].takes_no_jobs}
+                if unusable:
+                    lost[j] = unusable
+                    slurmops.cancel(j)
+
+        states, timed_out = slurm.wait_jobs(pair_of, timeout=self.timeout, poll=self.poll,
+                                            on_poll=look)
+        for jid in pair_of:
+            st = states.get(jid, "UNKNOWN")
+            if jid in lost:
+                states[jid] = "not started: " + ", ".join(
+                    f"{n} is {why}" for n, why in lost[jid].items()) + " in Slurm: cancelled"
+            elif timed_out and not slurm.has_ended(st):
+                slurmops.cancel(jid)
+                states[jid] = f"no result within {self.timeout:g} s (was {st}): cancelled"
+            else:
+                states[jid] = st
         results = []
         for nodes, jid, out, log, err in jobs:
             if jid is None:
@@ -374,7 +420,7 @@ class SlurmPairs:
                 results.append(PairResult(rnd, nodes, gbps, None, jid))
             else:
                 results.append(PairResult(rnd, nodes, None, f"{st}: {why or ''}".strip(": "),
-                                          jid))
+                                          jid, lost.get(jid, {})))
         return results
 
 
