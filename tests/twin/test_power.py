@@ -231,6 +231,21 @@ def test_a_replacement_that_registers_late_is_resumed_after_it_registers(ptwin, 
     assert slurm.slurmd_start_times([STATIC], env=ptwin.env)[STATIC] >= int(t0) + 4
 
 
+def test_a_relaunched_node_that_slurm_still_calls_unexpectedly_rebooted_is_resumed(ptwin):
+    """After the resume, the node registers again and slurmctld may compute its boot time a
+    second later (its clock minus the reported uptime): the node goes DOWN "Node unexpectedly
+    rebooted", a boot the relaunch itself ordered. The relaunch's watch resumes it."""
+    _until("idle", lambda: _nodes(ptwin)[STATIC][0] == "idle", timeout=60)
+    assert ptwin.cmd("scontrol", "update", f"NodeName={STATIC}", "State=DOWN",
+                     f"Reason={replace.UNEXPECTED_REBOOT}").returncode == 0
+    assert _nodes(ptwin)[STATIC] == ("down", replace.UNEXPECTED_REBOOT)
+    replace._keep_resumed(ptwin.state_dir, {STATIC: 1}, ptwin.env)
+    _until("idle", lambda: _nodes(ptwin)[STATIC] == ("idle", ""), timeout=60,
+           explain=lambda: str(_nodes(ptwin)[STATIC]))
+    ev = [e for e in power.events(ptwin.state_dir, limit=50) if e["node"] == STATIC]
+    assert ev[-1]["event"] == "resumed again" and replace.UNEXPECTED_REBOOT in ev[-1]["detail"]
+
+
 def test_a_dynamic_node_is_not_replaced(ptwin):
     r = subprocess.run([sys.executable, "-m", "toolkit.cli", "local", "replace", DYNAMIC[0],
                         "--state-dir", str(ptwin.state_dir)],

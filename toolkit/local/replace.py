@@ -13,9 +13,11 @@ from pathlib import Path
 
 from toolkit.errors import PctkError
 from toolkit.local import power
-from toolkit.submit.slurm import error_line, slurmd_start_times, update_nodes
+from toolkit.submit.slurm import error_line, node_states, slurmd_start_times, update_nodes
 
 REASON = "Static node maintenance: unhealthy node is being replaced"
+UNEXPECTED_REBOOT = "Node unexpectedly rebooted"
+SETTLE_S = 2.0  # seconds after a new slurmd's start before the node is resumed
 
 
 def replace(state_dir: Path, node: str) -> None:
@@ -46,17 +48,52 @@ def relaunch(state_dir: Path, nodes: list[str], env: dict[str, str]) -> None:
         p = power.start_slurmd(state_dir, n, env, conf, booted=True)
         power.event(state_dir, n, "relaunched", f"slurmd pid {p.pid}")
     # A node an operator set DOWN does not return by itself (ReturnToService=1): resume it,
-    # but only once its new slurmd has registered. Resumed before, the node is IDLE when the
-    # registration reports a boot slurmctld did not ask for, and it goes DOWN for good
-    # ("Node unexpectedly rebooted"); a slow host made that happen.
+    # but only once its new slurmd has registered, and not in the second it started.
+    # A RESUME of a DOWN node asks the node to register again; slurmctld takes the boot time
+    # as (its clock - the uptime the node reports), whole seconds apart, so it can come out a
+    # second later than the first registration's. When that is after the node's last
+    # response (set by the RESUME), the node is IDLE with a boot slurmctld did not ask for
+    # and it goes DOWN "Node unexpectedly rebooted" for good. Both races need a host slow at
+    # the wrong moment; CI saw each.
     deadline = time.monotonic() + 60
     waiting = list(nodes)
+    resumed: dict[str, int] = {}
     while waiting and time.monotonic() < deadline:
         seen = slurmd_start_times(waiting, env=env)
-        fresh = [n for n in waiting if seen.get(n, 0.0) >= started]
+        fresh = [n for n in waiting
+                 if seen.get(n, 0.0) >= started and time.time() >= seen[n] + SETTLE_S]
         if fresh and update_nodes(fresh, env=env, State="RESUME").returncode == 0:
             waiting = [n for n in waiting if n not in fresh]
+            resumed.update({n: 1 for n in fresh})
             continue
         time.sleep(0.5)
     for n in waiting:
         power.event(state_dir, n, "resume failed", "its new slurmd did not register in 60 s")
+    _keep_resumed(state_dir, resumed, env)
+
+
+def _keep_resumed(state_dir: Path, resumed: dict[str, int], env: dict[str, str]) -> None:
+    """The boot was ours: a node slurmctld still sets DOWN "Node unexpectedly rebooted" while
+    it takes the node back is resumed again (3 resumes in all at most). Watched until it has
+    answered (no ``*``) for 3 s, within 20 s."""
+    deadline = time.monotonic() + 20
+    answered: dict[str, float] = {}
+    while resumed and time.monotonic() < deadline:
+        time.sleep(1)
+        states = node_states(env=env)
+        for n in list(resumed):
+            state, reason = states.get(n, ("", ""))
+            if state.startswith("down") and reason == UNEXPECTED_REBOOT:
+                answered.pop(n, None)
+                if resumed[n] >= 3:
+                    power.event(state_dir, n, "resume failed", f"still DOWN: {reason}")
+                    del resumed[n]
+                    continue
+                resumed[n] += 1
+                update_nodes([n], env=env, State="RESUME")
+                power.event(state_dir, n, "resumed again", f"slurmctld said: {reason}")
+            elif state and not state.endswith("*") and not state.startswith("down"):
+                if time.monotonic() - answered.setdefault(n, time.monotonic()) >= 3:
+                    del resumed[n]
+            else:
+                answered.pop(n, None)
