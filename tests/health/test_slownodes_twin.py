@@ -147,8 +147,9 @@ def test_a_pair_that_slurm_will_not_start_fails_without_waiting_for_the_timeout(
     assert verdicts["cpu-dy-c5-1"]["verdict"] == "OK" and r.returncode == 2
     first = next(p for p in res["pairs"] if "cpu-dy-c5-2" in p["nodes"])
     assert list(first["lost"]) == ["cpu-dy-c5-2"] and "cancelled" in first["error"]
-    # round 2: c5-1 with a good partner; c5-2 is not tried again
-    assert res["rounds"] == 2 and sum("cpu-dy-c5-2" in p["nodes"] for p in res["pairs"]) == 1
+    # c5-2 is not tried again; c5-1 is retested with a good partner in round 2 (and again in
+    # round 3 if that lone retest met a busy moment: 4 nodes leave no control pair)
+    assert res["rounds"] in (2, 3) and sum("cpu-dy-c5-2" in p["nodes"] for p in res["pairs"]) == 1
     assert res["wall_s"] < timeout / 2, "the sweep waited for the round's timeout"
     # not drained again by the sweep (only SLOW nodes are), its reason is the operator's
     assert _drain_reasons(env) == {"cpu-dy-c5-2": "disk replacement"}
