@@ -412,13 +412,18 @@ def write_record(path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
     text = dumps_record(rec, indent=2)
     if len(text) > MAX_FILE_BYTES:  # ASCII (json escapes the rest), so characters are bytes
         text = dumps_record(rec)
+    return atomic_write_text(path, text + "\n")
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write a file whole or not at all (a temporary file beside it, then a rename): a
+    reader, or a writer stopped by a signal half-way, never leaves a torn file."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-            fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

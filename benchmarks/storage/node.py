@@ -32,6 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from benchmarks.record import atomic_write_text
 from benchmarks.storage import barrier, fio, metadata
 
 MiB = 1 << 20
@@ -318,7 +319,8 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
 
 
 def refuse(out: Path, node: str, reason: str) -> int:
-    (out / f"refused-{node}.json").write_text(json.dumps({"node": node, "reason": reason}))
+    # whole or not at all: srun --kill-on-bad-exit stops this rank when another one refuses
+    atomic_write_text(out / f"refused-{node}.json", json.dumps({"node": node, "reason": reason}))
     print(f"pctk-storage: {node}: refused: {reason}", file=sys.stderr)
     return REFUSED
 

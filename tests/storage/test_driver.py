@@ -46,3 +46,20 @@ def test_sbatch_arguments_name_the_script_and_pass_the_node_flags(tmp_path: Path
     assert node[node.index("--target") + 1] == "/fsx/bench"
     assert "--no-direct" in node
     assert node[node.index("--block-sizes") + 1] == "1M"
+
+
+def test_a_torn_refusal_note_still_refuses_and_names_its_node(tmp_path):
+    """srun --kill-on-bad-exit stops the other ranks when one refuses: a rank stopped while
+    writing its note (before notes were written whole) left an empty file, and the driver
+    failed on it with a JSON traceback instead of the refusal."""
+    from benchmarks.storage.node import refuse
+    from toolkit.bench.storage.driver import refusals
+
+    assert refuse(tmp_path, "cpu-dy-c5-1", "not shared between the nodes") == 3
+    (tmp_path / "refused-cpu-dy-c5-2.json").write_text("")  # torn
+    assert refusals(tmp_path) == [
+        "cpu-dy-c5-1: not shared between the nodes",
+        f"cpu-dy-c5-2: refused (its note is unreadable: {tmp_path / 'refused-cpu-dy-c5-2.json'})"]
+    # written whole: no temporary file left beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refused-cpu-dy-c5-1.json",
+                                                          "refused-cpu-dy-c5-2.json"]

@@ -106,8 +106,12 @@ def job_env() -> dict[str, str]:
 def refusals(run_dir: Path) -> list[str]:
     out = []
     for path in sorted(run_dir.glob("refused-*.json")):
-        info = json.loads(path.read_text())
-        out.append(f"{info['node']}: {info['reason']}")
+        node = path.stem.removeprefix("refused-")
+        try:
+            info = json.loads(path.read_text())
+            out.append(f"{info['node']}: {info['reason']}")
+        except (OSError, ValueError, KeyError, TypeError):
+            out.append(f"{node}: refused (its note is unreadable: {path})")
     return out
 
 
