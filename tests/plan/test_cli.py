@@ -64,7 +64,7 @@ def test_json_has_the_promised_fields_and_every_input_with_its_source(capsys):
 def test_the_table_echoes_every_input_with_its_source(capsys):
     assert main(["plan", "--model", "70b", "--tokens", "2T", "--nodes", "8"]) == 0
     text = capsys.readouterr().out
-    code, plan = _plan(capsys, "--model", "70b", "--tokens", "2T", "--nodes", "8")
+    _, plan = _plan(capsys, "--model", "70b", "--tokens", "2T", "--nodes", "8")
     for name, row in plan["inputs"].items():
         line = next(ln for ln in text.splitlines() if ln.strip().startswith(name + " "))
         assert f"<- {row['source']}" in line, name
@@ -122,6 +122,7 @@ def test_chinchilla_and_flops_give_the_tokens(capsys):
 def test_measured_mfu_and_checkpoint_rate_come_from_stored_records(capsys, tmp_path):
     fsdp = fsdp_record(mfu=0.34)  # p5.48xlarge, checkpoint saves at 10.1 and 10.8 GB/s
     fsdp["cluster"]["twin"] = False
+    fsdp["params"]["model"] = "8b"  # as benchmarks.fsdp.train writes the preset name
     storage = new_record("storage", metrics={"ckpt_write": {"mb_per_s": 25_000.0}},
                          status="PASS", cluster={"instance_type": "p5.48xlarge",
                                                  "twin": False})
@@ -136,6 +137,14 @@ def test_measured_mfu_and_checkpoint_rate_come_from_stored_records(capsys, tmp_p
     assert plan["inputs"]["checkpoint_write_gb_per_s"]["value"] == pytest.approx(10.45)
     assert plan["inputs"]["instance_type"]["source"].startswith("the record's cluster")
     assert not plan["notes"]
+    # measured elsewhere than planned: used, and said so
+    code, plan = _plan(capsys, "--model", "70b", "--tokens", "1T", "--from-record", fid,
+                       "--db", str(db), "--instance-type", "p5en.48xlarge")
+    assert plan["inputs"]["mfu"]["value"] == 0.34
+    assert plan["notes"] == [
+        "the MFU was measured on p5.48xlarge, the plan is for p5en.48xlarge: the same MFU "
+        "is assumed",
+        "the MFU was measured with model 8b, the plan is for 70b: the same MFU is assumed"]
     code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--from-record", sid,
                        "--db", str(db))
     assert plan["inputs"]["checkpoint_write_gb_per_s"]["value"] == 25.0

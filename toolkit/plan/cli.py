@@ -121,7 +121,8 @@ def render_text(plan: dict[str, Any]) -> str:
         "",
         "Checkpoints and failures",
         f"  checkpoint size      {ckpt['gb']:,.1f} GB ({ckpt['what']})",
-        f"  write time           {ckpt['write_seconds']:,.0f} s at {ckpt['write_gb_per_s']:.3g} GB/s",
+        f"  write time           {ckpt['write_seconds']:,.0f} s at "
+        f"{ckpt['write_gb_per_s']:.3g} GB/s",
         f"  job MTBF             {fail['job_mtbf_hours']:,.1f} h (node MTBF "
         f"{fail['node_mtbf_hours']:,.0f} h / {plan['nodes']:,} nodes)",
         f"  checkpoint interval  {ckpt['interval_hours'] * 60:,.0f} min ({ckpt['interval_rule']})",

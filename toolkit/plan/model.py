@@ -160,12 +160,11 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
     gathered = blk * (2 * 2 + 4)
     tokens = seq_len * micro_batch
     logits = tokens * shape.vocab * LOGIT_BYTES if shape.vocab else 0
+    full = ac = 0
     if shape.layers and shape.dim and shape.ffn_dim:
         per_layer = activation_bytes_per_token_per_layer(shape) * tokens
         full = shape.layers * per_layer + logits
         ac = shape.layers * ACT_BYTES * shape.dim * tokens + per_layer + logits
-    else:
-        full = ac = 0.0
     return Memory(shard, PARAM_BYTES * p / shard, GRAD_BYTES * p / shard,
                   OPTIM_BYTES * p / shard, gathered, float(full), float(ac))
 

@@ -212,8 +212,9 @@ def resolve_instance(req: Request, record_itype: str | None,
         models = _gpu_models()
         found = models.get(req.gpu.strip().lower())
         if not found:
-            raise PlanError(f"unknown GPU {req.gpu!r}",
-                            f"known GPUs: {', '.join(sorted(i[0].accelerator.model for i in models.values() if i[0].accelerator))}")  # noqa: E501
+            known = sorted({i.accelerator.model for group in models.values() for i in group
+                            if i.accelerator is not None})
+            raise PlanError(f"unknown GPU {req.gpu!r}", f"known GPUs: {', '.join(known)}")
         inst = max(found, key=lambda i: (i.gpus, i.price_usd_per_hour is not None, i.name))
         inputs.put("instance_type", inst.name,
                    f"--gpu {req.gpu}: the catalog's largest instance with that GPU")
@@ -251,6 +252,8 @@ class Measured:
     ckpt_gbps: float | None = None
     ckpt_source: str = ""
     instance_type: str | None = None
+    mfu_model: str | None = None
+    mfu_gpus: int | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -279,12 +282,15 @@ def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = No
                 out.mfu_source = (f"{name}: measured on {params.get('world_size', '?')} GPUs "
                                   f"({params.get('device_name') or itype or 'GPU'}), model "
                                   f"{params.get('model', '?')}")
+                out.mfu_model = params.get("model")
+                out.mfu_gpus = params.get("world_size")
                 out.instance_type = out.instance_type or itype
             else:
                 out.warnings.append(f"{name} has no MFU (no known GPU peak): not used")
-            saves = [s.get("gb_per_s") for s in metrics.get("checkpoint_saves") or []
-                     if isinstance(s, dict) and isinstance(s.get("gb_per_s"), (int, float))
-                     and s["gb_per_s"] > 0]
+            saves: list[float] = [
+                float(s["gb_per_s"]) for s in metrics.get("checkpoint_saves") or []
+                if isinstance(s, dict) and isinstance(s.get("gb_per_s"), (int, float))
+                and s["gb_per_s"] > 0]
             if saves and out.ckpt_gbps is None:
                 out.ckpt_gbps = statistics.median(saves)
                 out.ckpt_source = f"{name}: median of {len(saves)} checkpoint save(s)"
@@ -374,6 +380,12 @@ def make_plan(req: Request) -> dict[str, Any]:
         mfu = inputs.put("mfu", req.mfu, "--mfu")
     elif measured.mfu is not None:
         mfu = inputs.put("mfu", measured.mfu, measured.mfu_source)
+        if measured.instance_type and measured.instance_type != inst.name:
+            inputs.notes.append(f"the MFU was measured on {measured.instance_type}, the plan "
+                                f"is for {inst.name}: the same MFU is assumed")
+        if measured.mfu_model and req.model and measured.mfu_model.lower() != req.model.lower():
+            inputs.notes.append(f"the MFU was measured with model {measured.mfu_model}, the "
+                                f"plan is for {req.model}: the same MFU is assumed")
     else:
         mfu = inputs.put("mfu", DEFAULT_MFU, DEFAULT_MFU_SOURCE)
     total_gpu_h = m.gpu_hours(flops, peak, mfu)
