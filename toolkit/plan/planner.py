@@ -101,6 +101,12 @@ class Inputs:
         return value
 
 
+def billions(n: float) -> str:
+    """``70.55B``, ``405B``, ``1,000,000B``: a parameter count for a message."""
+    b = n / 1e9
+    return f"{b:.4g}B" if b < 1e4 else f"{b:,.0f}B"
+
+
 def _positive(name: str, value: float | None, allow_zero: bool = False) -> None:
     if value is None:
         return
@@ -167,7 +173,7 @@ def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
                             f"(--vocab x --dim = {embedding:,})")
         shape = Shape(n, n - embedding, req.layers, req.dim, req.heads, req.kv_heads,
                       req.ffn_dim, req.vocab)
-        inputs.put("model", f"{n / 1e9:.4g}B parameters", "--params" + (
+        inputs.put("model", f"{billions(n)} parameters", "--params" + (
             " (the input embedding, --vocab x --dim, left out of 6N)" if embedding else
             " (all counted in 6N: no --vocab given)"))
         for name in ("layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab"):
@@ -450,7 +456,7 @@ def make_plan(req: Request) -> dict[str, Any]:
     gpus = nodes * per_node
     if states > usable * gpus:
         raise PlanError(
-            f"the model does not fit the cluster: {shape.params / 1e9:.4g}B parameters need "
+            f"the model does not fit the cluster: {billions(shape.params)} parameters need "
             f"{states / GIB:,.0f} GiB of parameters, gradients and optimizer state, and "
             f"{nodes} x {inst.name} have {usable * gpus / GIB:,.0f} GiB of usable GPU memory",
             f"at least {math.ceil(states / (usable * per_node))} nodes")
