@@ -130,21 +130,24 @@ def test_measured_mfu_and_checkpoint_rate_come_from_stored_records(capsys, tmp_p
     with ResultStore(db) as store:
         fid, sid = store.add(fsdp), store.add(storage)
     code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--from-record", fid[:8],
-                       "--db", str(db))
+                       "--db", str(db), "--nodes", "2")
     assert code == 0
     assert plan["inputs"]["mfu"]["value"] == 0.34
     assert plan["inputs"]["mfu"]["source"].startswith(f"record {fid[:12]}")
     assert plan["inputs"]["checkpoint_write_gb_per_s"]["value"] == pytest.approx(10.45)
     assert plan["inputs"]["instance_type"]["source"].startswith("the record's cluster")
-    assert not plan["notes"]
+    assert not plan["notes"]  # measured on 16 GPUs of p5.48xlarge with 8b: as planned
     # measured elsewhere than planned: used, and said so
     code, plan = _plan(capsys, "--model", "70b", "--tokens", "1T", "--from-record", fid,
                        "--db", str(db), "--instance-type", "p5en.48xlarge")
     assert plan["inputs"]["mfu"]["value"] == 0.34
+    assert plan["nodes"] == 4
     assert plan["notes"] == [
         "the MFU was measured on p5.48xlarge, the plan is for p5en.48xlarge: the same MFU "
         "is assumed",
-        "the MFU was measured with model 8b, the plan is for 70b: the same MFU is assumed"]
+        "the MFU was measured with model 8b, the plan is for 70b: the same MFU is assumed",
+        "the MFU was measured on 16 GPUs and is assumed to hold on 32: scaling losses beyond "
+        "the measured size are not modelled (measure at a larger size to see them)"]
     code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--from-record", sid,
                        "--db", str(db))
     assert plan["inputs"]["checkpoint_write_gb_per_s"]["value"] == 25.0

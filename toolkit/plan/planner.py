@@ -454,6 +454,11 @@ def make_plan(req: Request) -> dict[str, Any]:
         size_src = "--nodes" if req.nodes else "default"
     inputs.put("nodes", nodes, size_src)
     gpus = nodes * per_node
+    if req.mfu is None and measured.mfu is not None and isinstance(measured.mfu_gpus, int) \
+            and gpus > measured.mfu_gpus:
+        inputs.notes.append(f"the MFU was measured on {measured.mfu_gpus} GPUs and is assumed "
+                            f"to hold on {gpus}: scaling losses beyond the measured size are "
+                            "not modelled (measure at a larger size to see them)")
     if states > usable * gpus:
         raise PlanError(
             f"the model does not fit the cluster: {billions(shape.params)} parameters need "
