@@ -71,6 +71,9 @@ COMMANDS = (
     LazyCommand("observe", "toolkit.observe.cli:app",
                 "Observability: Slurm and cost metrics for Prometheus, the twin's own Prometheus "
                 "and node_exporter, alert rules and a Grafana dashboard."),
+    LazyCommand("plan", "toolkit.plan.cli:plan_command",
+                "Plan a training run: FLOPs, GPU-hours, nodes, days, dollars, memory per GPU, "
+                "checkpoint interval; optionally write its ParallelCluster config."),
     LazyCommand("report", "toolkit.results.cli:report_command",
                 "Write one self-contained HTML report: busbw, training, health, cluster summary."),
     LazyCommand("demo", "toolkit.demo:demo_command",
