@@ -78,8 +78,8 @@ _WATCHER_ATTRS = ("_finished", "_info_dict", "_last_status_check", "_num_calls",
 def _signature_shape(fn: tp.Callable[..., tp.Any]) -> str:
     params = []
     for p in inspect.signature(fn).parameters.values():
-        name = {p.VAR_POSITIONAL: f"*{p.name}", p.VAR_KEYWORD: f"**{p.name}"}.get(p.kind, p.name)
-        params.append(name + ("=" if p.default is not p.empty else ""))
+        stars = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        params.append(stars + p.name + ("=" if p.default is not p.empty else ""))
     return "(" + ", ".join(params) + ")"
 
 
