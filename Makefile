@@ -48,7 +48,8 @@ deps:
 	fi
 
 # constraints.txt pins every other package to the versions the tests pass with; a change to it
-# or to pyproject.toml reinstalls.
+# or to pyproject.toml reinstalls. The dev extra is everything: the head node's dependencies,
+# the node extra (torch, NVML) and the tools the tests use.
 $(VENV)/.pctk-installed: pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if ! command -v nvidia-smi >/dev/null 2>&1; then \
@@ -60,7 +61,7 @@ $(VENV)/.pctk-installed: pyproject.toml $(CONSTRAINTS)
 venv: $(VENV)/.pctk-installed
 
 test: deps venv
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests

@@ -13,7 +13,6 @@ from tests.twinutil import TwinHandle
 from toolkit.local.twin import Twin
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 
 # `make test` runs two pytest workers (pytest-xdist, --dist loadgroup). Most of these modules'
 # time is spent waiting on Slurm's own clocks (SlurmdTimeout, SuspendTime, boots, requeues) on

@@ -91,8 +91,8 @@ def test_prices_match_reference_table() -> None:
     seen = 0
     for m in re.finditer(r"^\| ([a-z0-9.-]+) \| \*\*([0-9.]+)\*\*", section, re.MULTILINE):
         inst = catalog.find(m.group(1))
-        if inst is None:
-            continue
+        # every priced type of the reference is cataloged: losing one is a regression
+        assert inst is not None, f"{m.group(1)} is priced in the reference, not in the catalog"
         assert inst.price_usd_per_hour == float(m.group(2)), m.group(1)
         seen += 1
     assert seen >= 10

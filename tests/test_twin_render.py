@@ -1,11 +1,10 @@
 """The twin's rendered Slurm files, against golden files, for fixed ports and paths.
 
-Regenerate after an intended change with: PCTK_UPDATE_GOLDEN=1 pytest tests/test_twin_render.py
+Regenerate after an intended change with: python tests/regen_golden.py (never from a test).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -38,24 +37,23 @@ def _plan(preset: str, nodes: int | None = None):
                       node_addresses=FIXED["node_addresses"])
 
 
-def _check(name: str, text: str) -> None:
+RENDERED = {
+    "p5-training.slurm.conf": lambda: render_slurm_conf(_plan("p5-training")),
+    "p5-training.gres.conf": lambda: render_gres_conf(_plan("p5-training")),
+    "p5-training.slurmdbd.conf": lambda: render_slurmdbd_conf(_plan("p5-training"), "secret"),
+}
+
+
+def golden_files() -> dict[Path, str]:
+    """What tests/regen_golden.py writes: each golden file and its rendering now."""
+    return {GOLDEN / name: render() for name, render in RENDERED.items()}
+
+
+@pytest.mark.parametrize("name", sorted(RENDERED))
+def test_rendered_file_matches_golden(name: str) -> None:
     path = GOLDEN / name
-    if os.environ.get("PCTK_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"golden file {path} missing: run with PCTK_UPDATE_GOLDEN=1"
-    assert text == path.read_text()
-
-
-def test_p5_training_slurm_conf_matches_golden():
-    _check("p5-training.slurm.conf", render_slurm_conf(_plan("p5-training")))
-
-
-def test_p5_training_gres_conf_matches_golden():
-    _check("p5-training.gres.conf", render_gres_conf(_plan("p5-training")))
-
-
-def test_slurmdbd_conf_matches_golden():
-    _check("p5-training.slurmdbd.conf", render_slurmdbd_conf(_plan("p5-training"), "secret"))
+    assert path.exists(), f"golden file {path} missing: run python tests/regen_golden.py"
+    assert RENDERED[name]() == path.read_text()
 
 
 def test_p5_plan_mirrors_parallelcluster_names_and_gpus():

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,10 +15,9 @@ from toolkit.config.check import check_file, check_text
 from toolkit.config.findings import Level
 from toolkit.config.model import load_topology
 from toolkit.config.presets import render_preset, spec_paths
-from toolkit.config.render import render_cluster_config
-from toolkit.config.spec import load_spec
 from toolkit.paths import presets_dir
 
+REPO = Path(__file__).resolve().parents[2]
 SPECS = spec_paths()
 EXPECTED = {"p5-training", "p4de-training", "p5en-training", "p6-b200-training",
             "trn1-training", "g5-dev"}
@@ -45,9 +48,19 @@ def test_load_dump_load_is_stable(spec: Path) -> None:
     assert check_text(dumped, "dumped.yaml", environ={}).exit_code == 0
 
 
-def test_rendering_is_deterministic() -> None:
-    spec = load_spec(SPECS[0])
-    assert render_cluster_config(spec) == render_cluster_config(spec)
+@pytest.mark.parametrize("seed", ["1", "2"])
+def test_rendering_is_the_committed_preset_whatever_the_hash_seed(seed: str) -> None:
+    # a fresh interpreter per seed: set and dict-of-set orders differ between them, and
+    # every spec must still render to the committed preset, byte for byte
+    code = ("import json, sys; from toolkit.config.presets import render_preset, spec_paths; "
+            "json.dump({p.name: render_preset(p) for p in spec_paths()}, sys.stdout)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=REPO, env={**os.environ, "PYTHONHASHSEED": seed})
+    assert r.returncode == 0, r.stderr
+    rendered = json.loads(r.stdout)
+    assert sorted(rendered) == sorted(p.name for p in SPECS)
+    for name, text in rendered.items():
+        assert text == (presets_dir() / name).read_text(encoding="utf-8"), name
 
 
 def test_p5_training_keeps_the_twin_contract() -> None:

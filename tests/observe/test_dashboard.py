@@ -1,6 +1,7 @@
-"""The generated Grafana dashboard: one panel per spec under its row, every query valid PromQL
-(promtool parses each one), the Prometheus data source a variable. Each query returning
-series is checked against the twin's live Prometheus in test_twin_prometheus.py."""
+"""The generated Grafana dashboard: the shipped JSON is what the SDK builds from PANELS, one
+panel per spec under its row, every query valid PromQL (promtool parses each one), the
+Prometheus data source a variable. Each query returning series is checked against the twin's
+live Prometheus in test_twin_prometheus.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,19 @@ from pathlib import Path
 import pytest
 
 from toolkit.cli import main
-from toolkit.observe.dashboard import PANELS, dashboard_json, panel_queries
+from toolkit.observe.dashboard import (
+    DASHBOARD_FILE,
+    PANELS,
+    build_dashboard_text,
+    dashboard_json,
+    panel_queries,
+)
+
+
+def test_shipped_json_is_what_the_sdk_builds_from_the_panels() -> None:
+    # the SDK is a dev dependency; a head node prints the shipped file
+    assert DASHBOARD_FILE.read_text() == build_dashboard_text(), (
+        "toolkit/observe/dashboard.json is stale: run python tests/regen_golden.py")
 
 
 def test_dashboard_json_has_every_panel_and_query(tmp_path: Path) -> None:

@@ -1,10 +1,9 @@
 """One job description for every launcher: the sbatch options each renders, checked against
-golden files (PCTK_UPDATE_GOLDEN=1 rewrites them), and every option spelling accepted by the
+golden files (python tests/regen_golden.py rewrites them), and every option spelling accepted by the
 twin's real sbatch."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -52,14 +51,14 @@ RENDERED = {
 }
 
 
+def golden_files() -> dict[Path, str]:
+    """What tests/regen_golden.py writes: each golden file and its rendering now."""
+    return {GOLDEN / name: render() for name, render in RENDERED.items()}
+
+
 @pytest.mark.parametrize("name", sorted(RENDERED))
 def test_launchers_render_their_golden_options(name: str) -> None:
-    text = RENDERED[name]()
-    golden = GOLDEN / name
-    if os.environ.get("PCTK_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert text == golden.read_text()
+    assert RENDERED[name]() == (GOLDEN / name).read_text()
 
 
 def test_options_follow_the_field_order_and_leave_unset_ones_out() -> None:

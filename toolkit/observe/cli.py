@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -19,7 +18,7 @@ from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.local import clusters
 from toolkit.observe import stack
-from toolkit.observe.dashboard import dashboard_json
+from toolkit.observe.dashboard import dashboard_text
 from toolkit.observe.headnode import render_scrape_config
 from toolkit.observe.rules import render_rules
 from toolkit.paths import results_db
@@ -215,7 +214,7 @@ def dashboard(
     out: Path = typer.Option(None, "--out", "-o", help="Write the dashboard JSON here."),
 ) -> None:
     """The Grafana dashboard (JSON, generated from code) for pctk's metrics."""
-    text = json.dumps(dashboard_json(), indent=2) + "\n"
+    text = dashboard_text()
     if out is None:
         sys.stdout.write(text)
     else:

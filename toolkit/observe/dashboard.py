@@ -6,16 +6,22 @@ Grafana 11.6 imports; we pin its Grafana-11.6 build exactly (the package numbers
 ``<epoch>!<grafana version>``, and a plain ``pip install`` picks the newest epoch, which is not
 always the newest Grafana version). The panels are data (``PANELS``: title, kind, unit,
 queries) so a test can run every query against a live Prometheus.
+
+The SDK is a development dependency: the built JSON ships beside this module
+(``dashboard.json``, rewritten by ``tests/regen_golden.py``) and ``pctk observe dashboard``
+prints that file; a test requires it to equal what the SDK builds from ``PANELS`` now.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 DATASOURCE_VAR = "datasource"
 UID = "pctk-overview"
+DASHBOARD_FILE = Path(__file__).with_name("dashboard.json")
 
 
 @dataclass(frozen=True)
@@ -87,9 +93,24 @@ PANELS: tuple[PanelSpec, ...] = (
 )
 
 
+def dashboard_text() -> str:
+    """The shipped dashboard, Grafana's JSON model as text (import it, or provision it)."""
+    return DASHBOARD_FILE.read_text(encoding="utf-8")
+
+
 def dashboard_json() -> dict[str, Any]:
-    """The dashboard as Grafana's JSON model (import it, or provision it from a file)."""
-    # the builders cost about 45 ms to import; PANELS and panel_queries need none of it
+    """The shipped dashboard as Grafana's JSON model."""
+    board: dict[str, Any] = json.loads(dashboard_text())
+    return board
+
+
+def build_dashboard_text() -> str:
+    """What ``dashboard.json`` must hold: ``PANELS`` built with the SDK (the dev extra)."""
+    return json.dumps(build_dashboard_json(), indent=2) + "\n"
+
+
+def build_dashboard_json() -> dict[str, Any]:
+    """The dashboard built from ``PANELS`` with grafana-foundation-sdk."""
     from grafana_foundation_sdk.builders import stat, table, timeseries
     from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable, Row
     from grafana_foundation_sdk.builders.prometheus import Dataquery

@@ -12,6 +12,9 @@ What it adds:
 * arrays longer than the cluster's ``MaxArraySize`` split into several arrays;
 * job state with or without accounting, one ``sacct``/``squeue`` call per poll
   (:mod:`toolkit.submit.watcher`).
+
+The submitit members it overrides or calls that submitit keeps private come from
+:mod:`toolkit.submit.submitit_private`, which checks their signatures on import.
 """
 
 from __future__ import annotations
@@ -24,8 +27,6 @@ from pathlib import Path
 
 import cloudpickle
 import submitit
-from submitit.core import core, utils
-from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
 from toolkit import catalog
 from toolkit.config.model import ClusterTopology, ComputeResource, Queue
@@ -37,6 +38,9 @@ from toolkit.submit.feasible import check_satisfiable
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 from toolkit.submit.request import check_request
 from toolkit.submit.slurm import array_chunks, max_array_size, parse_job_id, sbatch_command
+
+# submitit's private members, checked against the installed submitit when first imported
+from toolkit.submit.submitit_private import SlurmExecutor, core, make_sbatch_string, utils
 from toolkit.submit.watcher import PctkSlurmJob
 
 SAFE_SCRIPT_JOB_NAME = "pctk"
@@ -159,7 +163,7 @@ class ClusterExecutor(SlurmExecutor):
         params = dict(self.parameters)
         params["job_name"] = SAFE_SCRIPT_JOB_NAME
 
-        return _make_sbatch_string(command=command, folder=self.folder, **params)
+        return make_sbatch_string(command=command, folder=self.folder, **params)
 
     def _make_submission_command(self, submission_file_path: Path) -> list[str]:
         name = str(self.parameters.get("job_name", "submitit"))

@@ -30,8 +30,6 @@ import time
 import typing as tp
 from pathlib import Path
 
-from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
-
 from toolkit.submit import slurm
 from toolkit.submit.slurm import (  # noqa: F401  (the names this module has always offered)
     _ACCOUNTING,
@@ -45,6 +43,9 @@ from toolkit.submit.slurm import (  # noqa: F401  (the names this module has alw
     note_sacct,
     squeue_command,
 )
+
+# the base classes whose private bookkeeping this module uses, checked on import
+from toolkit.submit.submitit_private import SlurmInfoWatcher, SlurmJob
 
 if tp.TYPE_CHECKING:
     import subprocess
