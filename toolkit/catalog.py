@@ -147,7 +147,7 @@ def _family_instances(fam: str, spec: dict[str, Any], price: dict[str, Any]
     over: dict[str, dict[str, Any]] = spec.get("sizes") or {}
     network: dict[str, float] = spec["network_gbps"]
     efa: dict[str, int] = spec.get("efa_interfaces") or {}
-    ratio = spec.get("memory_gib_per_vcpu")
+    ratio: Any = spec.get("memory_gib_per_vcpu")  # None: every size lists memory_gib
     per_vcpu = spec.get("price_usd_per_vcpu_hour")
     sized = [s for s in network if s != "metal"]
     largest = max((over.get(s, {}).get("vcpus") or _rule_vcpus(s, 0) for s in sized), default=0)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from toolkit.cliout import console as cli_console
 from toolkit.progress import ProgressLines
 from toolkit.submit import slurm
 from toolkit.submit.slurm import OK_STATES  # noqa: F401  (imported from here by callers)
@@ -34,7 +35,7 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
     watcher = PctkWatcher(delay_s=int(max(1, poll_s)))
     for i in ids:
         watcher.register_job(i)
-    console = console or Console(stderr=True)
+    console = console or cli_console(stderr=True)
     # a bar off a terminal shows nothing until the end: plain lines there instead
     lines = ProgressLines("waiting", quiet=not show or console.is_terminal, terminal=False,
                           stream=console.file)
