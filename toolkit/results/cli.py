@@ -324,6 +324,12 @@ def _print_comparisons(comparisons: list[Comparison]) -> None:
     for comp in comparisons:
         against = (f"baseline {_short(comp.baseline_id)}" if comp.basis == "manual baseline"
                    else f"automatic baseline: {comp.basis}")
+        if not comp.points:  # no baseline yet, or no figure in common: no empty table
+            why = "; ".join(comp.notes) or f"no figure in common with {against}"
+            console.print(f"{comp.kind} {comp.cluster or '?'} / {comp.instance_type or '?'} "
+                          f"{_short(comp.current_id)}: nothing to compare ({why})",
+                          markup=False)
+            continue
         table = Table(title=f"{comp.kind} {comp.cluster or '?'} / {comp.instance_type or '?'}: "
                             f"{_short(comp.current_id)} vs {against}")
         for column in ("metric", "where", "baseline", "latest", "change", ""):
