@@ -233,9 +233,76 @@ def _catalog() -> _Catalog:
         return _build(yaml.safe_load(fh))
 
 
+REFRESHED_NAME = "instance-types.json"  # under <state root>/catalog/, by `pctk catalog refresh`
+
+
+def refreshed_file() -> Path:
+    """Where `pctk catalog refresh` keeps what it read from the EC2 API."""
+    from toolkit.paths import state_home
+
+    return state_home() / "catalog" / REFRESHED_NAME
+
+
+@cache
+def _refreshed(path: Path, mtime_ns: int) -> dict[str, InstanceType]:
+    """The refreshed types of one file version (types only the EC2 API knew of)."""
+    import json
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {name: refreshed_instance(name, spec, raw)
+                for name, spec in raw.get("instance_types", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # unreadable: as if never refreshed (`catalog refresh` rewrites it)
+
+
+def refreshed_instance(name: str, spec: dict[str, Any], meta: dict[str, Any]) -> InstanceType:
+    """One type as `catalog refresh` stored it: facts from DescribeInstanceTypes, no price."""
+    where = f"EC2 DescribeInstanceTypes, {meta.get('region')}, read {meta.get('fetched')}"
+    acc = None
+    if spec.get("accelerator"):
+        model = _catalog_models()[spec["accelerator"]["model"]]
+        acc = Accelerator(kind=model["kind"], vendor=model["vendor"],
+                          model=spec["accelerator"]["model"],
+                          count=int(spec["accelerator"]["count"]),
+                          memory_mib=int(spec["accelerator"]["memory_mib"]),
+                          gres_type=model["gres_type"],
+                          peak_bf16_tflops=float(model["peak_bf16_tflops"]))
+    figures = ["vcpus", "memory_gib", "network_gbps", "efa_supported", "efa_interfaces"]
+    return InstanceType(
+        name=name, vcpus=int(spec["vcpus"]), memory_gib=float(spec["memory_gib"]),
+        accelerator=acc, efa_supported=bool(spec["efa_supported"]),
+        efa_interfaces=int(spec["efa_interfaces"]), network_gbps=float(spec["network_gbps"]),
+        interconnect=None, price_usd_per_hour=None, price_region=None, price_date=None,
+        sources={f: [where] for f in figures}, unconfirmed=("price_usd_per_hour",),
+        notes=("read from the EC2 API by `pctk catalog refresh`; no price",),
+        family=name.split(".", 1)[0], arch=spec.get("arch"))
+
+
+@cache
+def _catalog_models() -> dict[str, Any]:
+    with DATA_FILE.open(encoding="utf-8") as fh:
+        return dict(yaml.safe_load(fh)["accelerators"])
+
+
+def _refreshed_now() -> dict[str, InstanceType]:
+    path = refreshed_file()
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return _refreshed(path, mtime)
+
+
 def find(name: str) -> InstanceType | None:
-    """The catalog entry for ``name`` (e.g. ``p5.48xlarge``), or None if unknown."""
-    return _catalog().instances.get(name.strip().lower()) if isinstance(name, str) else None
+    """The catalog entry for ``name`` (e.g. ``p5.48xlarge``), or None if unknown.
+
+    The bundled catalog first (curated, sourced, priced); then, for a type it lacks, what
+    `pctk catalog refresh` read from the EC2 API into the state root."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    return _catalog().instances.get(key) or _refreshed_now().get(key)
 
 
 def get(name: str) -> InstanceType:

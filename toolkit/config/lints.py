@@ -168,8 +168,8 @@ class UnknownInstanceTypeLint(Lint):
                     Level.WARNING, path,
                     f"instance type {itype}: facts unknown (not in the pctk catalog): nothing "
                     "checks its vCPUs, GPUs, EFA or price",
-                    "check the type on the EC2 instance-type pages and set Efa/Enabled "
-                    "explicitly",
+                    "set Efa/Enabled explicitly; `pctk catalog refresh` reads its facts from "
+                    "the EC2 API where AWS credentials exist",
                 )
             else:
                 yield self.finding(
