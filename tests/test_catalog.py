@@ -114,10 +114,18 @@ def test_get_unknown_type_suggests_close_matches() -> None:
     assert err.value.hint is not None and "p5.48xlarge" in err.value.hint
 
 
-def test_get_unrelated_name_lists_known_types() -> None:
+def test_get_unrelated_name_lists_known_families() -> None:
     with pytest.raises(PctkError) as err:
         catalog.get("zzz")
-    assert err.value.hint is not None and "c5.4xlarge" in err.value.hint
+    assert err.value.hint is not None and "not an EC2 instance type name" in err.value.hint
+    assert "c5, c5n" in err.value.hint
+
+
+def test_get_well_formed_unknown_type_says_facts_unknown() -> None:
+    with pytest.raises(PctkError) as err:
+        catalog.get("c8i.4xlarge")
+    assert "facts unknown" in err.value.message
+    assert "did you mean" not in (err.value.hint or "")
 
 
 def test_find_is_case_insensitive_and_none_for_unknown() -> None:

@@ -79,3 +79,17 @@ def test_a_mount_dir_that_cannot_be_created_is_said_missing(tmp_path):
     blocker.write_text("")
     rec = mounts.prepare([str(blocker / "fsx")], tmp_path / "twin")[0]
     assert rec["kind"] == "missing" and "cannot create" in rec["note"]
+
+
+def test_cpu_types_get_their_vcpus_and_an_unknown_type_is_a_note_not_a_refusal(tmp_path):
+    cfg = _config(tmp_path, {"work": 2})
+    cfg.write_text(cfg.read_text().replace("c5.4xlarge", "c5.2xlarge").replace(
+        "    - Name: work\n", "    - Name: new\n      Networking: {SubnetIds: [subnet-1]}\n"
+        "      ComputeResources:\n        - {Name: c8i, InstanceType: c8i.4xlarge, "
+        "MinCount: 0, MaxCount: 1}\n    - Name: work\n"))
+    plan = _plan(cfg)
+    by_name = {n.name: n for n in plan.nodes}
+    assert by_name["work-dy-c5-1"].cpus == 2  # min(8 vCPUs of c5.2xlarge, the host's 2)
+    assert by_name["new-dy-c8i-1"].gres is None
+    assert "c8i.4xlarge: facts unknown (not in the pctk catalog): no GRES, host CPUs used" \
+        in plan.notes

@@ -9,6 +9,7 @@ Gbps, peaks in dense bf16 TFLOP/s per accelerator, busbw in GB/s.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -56,6 +57,8 @@ class InstanceType:
     sources: dict[str, list[str]] = field(hash=False, compare=False)
     unconfirmed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    family: str = ""
+    arch: str | None = None  # "x86_64" | "arm64" where the catalog says
 
     @property
     def gpus(self) -> int:
@@ -110,10 +113,86 @@ def _accelerator(
     return acc, srcs, unconfirmed, notes
 
 
+# how an EC2 instance type name is built: family (letters, generation digit, attributes, an
+# optional "-suffix" such as p6-b200 or u7i-12tb), a dot, a size
+_FAMILY = r"[a-z]+[0-9][a-z0-9]*(?:-[a-z0-9]+)*"
+_SIZE = r"(?:nano|micro|small|medium|large|xlarge|[0-9]+xlarge|metal(?:-[0-9]+xl)?)"
+_TYPE_NAME = re.compile(rf"{_FAMILY}\.{_SIZE}")
+
+
+def well_formed(name: str) -> bool:
+    """Whether ``name`` is spelled like an EC2 instance type (``c8i.4xlarge``: yes,
+    ``p5.48xlarg``: no). A well-formed type the catalog lacks is unknown, not wrong."""
+    return isinstance(name, str) and _TYPE_NAME.fullmatch(name.strip().lower()) is not None
+
+
+def _rule_vcpus(size: str, largest: int) -> int:
+    """vCPUs of a size in a regular family: medium 1, large 2, xlarge 4, Nxlarge and
+    metal-Nxl 4 x N, metal the family's largest size."""
+    fixed = {"medium": 1, "large": 2, "xlarge": 4}
+    if size in fixed:
+        return fixed[size]
+    m = re.fullmatch(r"([0-9]+)xlarge|metal-([0-9]+)xl", size)
+    if m:
+        return 4 * int(m.group(1) or m.group(2))
+    if size == "metal":
+        return largest
+    raise ValueError(f"no vCPU rule for size {size!r}: list it under sizes")
+
+
+def _family_instances(fam: str, spec: dict[str, Any], price: dict[str, Any]
+                      ) -> dict[str, InstanceType]:
+    """The instance types of one CPU family, expanded from its per-family rule (see the
+    ``cpu_families`` comment in instances.yaml)."""
+    over: dict[str, dict[str, Any]] = spec.get("sizes") or {}
+    network: dict[str, float] = spec["network_gbps"]
+    efa: dict[str, int] = spec.get("efa_interfaces") or {}
+    ratio: Any = spec.get("memory_gib_per_vcpu")  # None: every size lists memory_gib
+    per_vcpu = spec.get("price_usd_per_vcpu_hour")
+    sized = [s for s in network if s != "metal"]
+    largest = max((over.get(s, {}).get("vcpus") or _rule_vcpus(s, 0) for s in sized), default=0)
+    out: dict[str, InstanceType] = {}
+    for size, gbps in network.items():
+        o = over.get(size, {})
+        vcpus = int(o.get("vcpus") or _rule_vcpus(size, largest))
+        memory = float(o["memory_gib"]) if "memory_gib" in o else float(ratio) * vcpus
+        if "price_usd_per_hour" in o:
+            usd: float | None = float(o["price_usd_per_hour"])
+        elif per_vcpu is not None:
+            usd = round(float(per_vcpu) * vcpus, 6)
+        else:
+            usd = None
+        sources = {k: list(v) for k, v in spec["sources"].items()}
+        if size not in efa:
+            sources.pop("efa_supported", None)
+            sources.pop("efa_interfaces", None)
+        out[f"{fam}.{size}"] = InstanceType(
+            name=f"{fam}.{size}",
+            vcpus=vcpus,
+            memory_gib=memory,
+            accelerator=None,
+            efa_supported=size in efa,
+            efa_interfaces=int(efa.get(size, 0)),
+            network_gbps=float(gbps),
+            interconnect=None,
+            price_usd_per_hour=usd,
+            price_region=price["region"] if usd is not None else None,
+            price_date=str(price["date"]) if usd is not None else None,
+            sources=sources,
+            unconfirmed=() if usd is not None else ("price_usd_per_hour",),
+            notes=(spec["note"],) if spec.get("note") else (),
+            family=fam,
+            arch=spec.get("arch"),
+        )
+    return out
+
+
 def _build(raw: dict[str, Any]) -> _Catalog:
     models = raw["accelerators"]
     price = raw["price_defaults"]
     instances: dict[str, InstanceType] = {}
+    for fam, fspec in (raw.get("cpu_families") or {}).items():
+        instances.update(_family_instances(fam, fspec, price))
     for name, spec in raw["instances"].items():
         sources = {k: list(v) for k, v in spec.get("sources", {}).items()}
         unconfirmed = list(spec.get("unconfirmed", []))
@@ -140,6 +219,9 @@ def _build(raw: dict[str, Any]) -> _Catalog:
             sources=sources,
             unconfirmed=tuple(unconfirmed),
             notes=tuple(notes),
+            family=name.split(".", 1)[0],
+            arch=spec.get("arch") or (raw.get("cpu_families") or {}).get(
+                name.split(".", 1)[0], {}).get("arch"),
         )
     expectations = tuple(Expectation(**e) for e in raw.get("nccl_expectations", []))
     return _Catalog(instances, dict(raw["sources"]), expectations)
@@ -151,20 +233,97 @@ def _catalog() -> _Catalog:
         return _build(yaml.safe_load(fh))
 
 
+REFRESHED_NAME = "instance-types.json"  # under <state root>/catalog/, by `pctk catalog refresh`
+
+
+def refreshed_file() -> Path:
+    """Where `pctk catalog refresh` keeps what it read from the EC2 API."""
+    from toolkit.paths import state_home
+
+    return state_home() / "catalog" / REFRESHED_NAME
+
+
+@cache
+def _refreshed(path: Path, mtime_ns: int) -> dict[str, InstanceType]:
+    """The refreshed types of one file version (types only the EC2 API knew of)."""
+    import json
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {name: refreshed_instance(name, spec, raw)
+                for name, spec in raw.get("instance_types", {}).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # unreadable: as if never refreshed (`catalog refresh` rewrites it)
+
+
+def refreshed_instance(name: str, spec: dict[str, Any], meta: dict[str, Any]) -> InstanceType:
+    """One type as `catalog refresh` stored it: facts from DescribeInstanceTypes, no price."""
+    where = f"EC2 DescribeInstanceTypes, {meta.get('region')}, read {meta.get('fetched')}"
+    acc = None
+    if spec.get("accelerator"):
+        model = _catalog_models()[spec["accelerator"]["model"]]
+        acc = Accelerator(kind=model["kind"], vendor=model["vendor"],
+                          model=spec["accelerator"]["model"],
+                          count=int(spec["accelerator"]["count"]),
+                          memory_mib=int(spec["accelerator"]["memory_mib"]),
+                          gres_type=model["gres_type"],
+                          peak_bf16_tflops=float(model["peak_bf16_tflops"]))
+    figures = ["vcpus", "memory_gib", "network_gbps", "efa_supported", "efa_interfaces"]
+    return InstanceType(
+        name=name, vcpus=int(spec["vcpus"]), memory_gib=float(spec["memory_gib"]),
+        accelerator=acc, efa_supported=bool(spec["efa_supported"]),
+        efa_interfaces=int(spec["efa_interfaces"]), network_gbps=float(spec["network_gbps"]),
+        interconnect=None, price_usd_per_hour=None, price_region=None, price_date=None,
+        sources={f: [where] for f in figures}, unconfirmed=("price_usd_per_hour",),
+        notes=("read from the EC2 API by `pctk catalog refresh`; no price",),
+        family=name.split(".", 1)[0], arch=spec.get("arch"))
+
+
+@cache
+def _catalog_models() -> dict[str, Any]:
+    with DATA_FILE.open(encoding="utf-8") as fh:
+        return dict(yaml.safe_load(fh)["accelerators"])
+
+
+def _refreshed_now() -> dict[str, InstanceType]:
+    path = refreshed_file()
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return _refreshed(path, mtime)
+
+
 def find(name: str) -> InstanceType | None:
-    """The catalog entry for ``name`` (e.g. ``p5.48xlarge``), or None if unknown."""
-    return _catalog().instances.get(name.strip().lower()) if isinstance(name, str) else None
+    """The catalog entry for ``name`` (e.g. ``p5.48xlarge``), or None if unknown.
+
+    The bundled catalog first (curated, sourced, priced); then, for a type it lacks, what
+    `pctk catalog refresh` read from the EC2 API into the state root."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    return _catalog().instances.get(key) or _refreshed_now().get(key)
 
 
 def get(name: str) -> InstanceType:
-    """The catalog entry for ``name``; raises PctkError with close matches if unknown."""
+    """The catalog entry for ``name``; raises PctkError if unknown: "facts unknown" for a
+    well-formed type, close matches for a misspelled one."""
     inst = find(name)
     if inst is not None:
         return inst
+    if well_formed(name):
+        raise PctkError(f"instance type {name!r}: facts unknown (not in the pctk catalog)",
+                        f"families it knows: {', '.join(families())}")
     known = sorted(_catalog().instances)
     close = difflib.get_close_matches(str(name).strip().lower(), known, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(close)}?" if close else f"known types: {', '.join(known)}"
+    hint = (f"did you mean {' or '.join(close)}?" if close
+            else f"not an EC2 instance type name; families pctk knows: {', '.join(families())}")
     raise PctkError(f"instance type {name!r} is not in the pctk catalog", hint)
+
+
+def families() -> list[str]:
+    """The instance families the catalog holds (``c5``, ``p5``, ...)."""
+    return sorted({i.family for i in _catalog().instances.values()})
 
 
 def all_instances() -> list[InstanceType]:

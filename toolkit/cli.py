@@ -50,6 +50,8 @@ COMMANDS = (
                 "slurmd per node) on this machine, shaped like a ParallelCluster config."),
     LazyCommand("config", "toolkit.config.cli:app",
                 "Generate, check, upgrade, show and compare ParallelCluster v3 configs."),
+    LazyCommand("catalog", "toolkit.catalog_cli:app",
+                "The instance catalog: look up a type; refresh unknown types from the EC2 API."),
     LazyCommand("submit", "toolkit.submit.cli:register",
                 "Submit a command (multi-node aware: srun across nodes) or a Python function.",
                 registers=True),

@@ -12,9 +12,29 @@ its code on whether click raises it or returns it (``standalone_mode=False``).
 from __future__ import annotations
 
 import json
+import sys
+from datetime import datetime
 from typing import Any
 
 import typer
+from rich import box
+from rich.console import Console
+
+# what a table looks like in a pipe or a log: columns separated by spaces, a dashed line under
+# the header, nothing else (grep and awk read it; no box drawing characters)
+PLAIN_BOX = box.Box(
+    "    \n"
+    "    \n"
+    " -  \n"
+    "    \n"
+    "    \n"
+    " -  \n"
+    "    \n"
+    "    \n",
+    ascii=True,
+)
+# wide enough that no table is wrapped or cut in a pipe: a log line is as long as its row
+PIPE_WIDTH = 100_000
 
 OK, FAILED, UNUSABLE, NOT_RUNNING, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -37,3 +57,48 @@ def exit_with(code: int) -> None:
 def fail_if(failed: bool) -> None:
     """Exit ``FAILED`` (1) when a check failed; the findings are already printed."""
     exit_with(FAILED if failed else OK)
+
+
+class _PipeConsole(Console):
+    """A Console for output that is not a terminal: full-width plain tables, no trailing
+    blanks, log lines as ``[time] message``."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        from rich.table import Table
+
+        if self.quiet:
+            return
+        for obj in objects:
+            if isinstance(obj, Table):
+                obj.box = PLAIN_BOX
+                obj.show_edge = False
+                obj.expand = False
+                for column in obj.columns:  # the width is there: never cut a cell
+                    column.no_wrap = True
+                    column.overflow = "ignore"
+        with self.capture() as captured:
+            super().print(*objects, **kwargs)
+        text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+        self.file.write(text)
+        self.file.flush()
+
+    def log(self, *objects: Any, **kwargs: Any) -> None:
+        """``[12:00:01] message``: rich pads a log line to the console's width."""
+        stamp = datetime.now().strftime("[%X]")
+        self.print(stamp, *objects, sep=kwargs.get("sep", " "), end=kwargs.get("end", "\n"),
+                   markup=kwargs.get("markup"), highlight=False)
+
+
+def console(*, stderr: bool = False, quiet: bool = False) -> Console:
+    """The rich Console every command prints with (stdout, or stderr with ``stderr=True``).
+
+    On a terminal, rich's own: tables fit the window. In a pipe or a log (``pctk results list
+    | less``, ``make demo > log``): plain tables at their full width, so ids and node names
+    are never cut or wrapped one character a line, and no colour codes. Log lines never end
+    in the source file and line that printed them.
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr, quiet=quiet, log_path=False)
+    return _PipeConsole(stderr=stderr, quiet=quiet, log_path=False, width=PIPE_WIDTH,
+                        soft_wrap=False)

@@ -18,6 +18,7 @@ from rich.rule import Rule
 
 from toolkit.cli import main as pctk
 from toolkit.cliopts import pick_alias
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.local.twin import Twin
 
@@ -46,7 +47,7 @@ def demo_command(
     db: Path = typer.Option(None, "--db", help="Results database (default: the per-user one)."),
 ) -> None:
     """Start the twin, check node health, sweep collectives, train FSDP, store and report."""
-    console = Console()
+    console = cli_console()
     out = (pick_alias(run_dir, old_out, "--run-dir", "--out") or Path("out/demo")).absolute()
     out.mkdir(parents=True, exist_ok=True)
     (out / "fsx").mkdir(exist_ok=True)  # stands in for the shared /fsx of a real cluster

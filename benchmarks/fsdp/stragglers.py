@@ -97,10 +97,14 @@ def describe(s: dict[str, Any]) -> str:
     if s.get("verdict") == "SKIP":
         return f"stragglers: not judged ({s.get('reason')})"
     ratio = s.get("local_vs_median")
-    late = s.get("lateness_of_step")
+    if ratio is None:
+        return f"stragglers: {s['verdict']}"
+    # the others' wait; negative (the slowest rank waited longer than the median) is none
+    wait_ms = round(s["lateness_s"] * 1000, 1)
+    waits = (f"the others wait {wait_ms:.1f} ms for it per step "
+             f"({max(s.get('lateness_of_step') or 0.0, 0.0):.0%} of the step)"
+             if wait_ms > 0 else "the others do not wait for it")
     return (f"slowest rank {s['slowest_rank']} on {s['slowest_node']}: update "
-            f"{s['local_s'] * 1000:.1f} ms, {ratio:.2f}x the median rank; the others wait "
-            f"{s['lateness_s'] * 1000:.1f} ms for it per step "
-            f"({(late or 0):.0%} of the step): {s['verdict']} "
-            f"(WARN from {WARN_RATIO}x, FAIL from {FAIL_RATIO}x, if >= {MIN_LATENESS:.0%} "
-            "of the step)") if ratio is not None else f"stragglers: {s['verdict']}"
+            f"{s['local_s'] * 1000:.1f} ms, {ratio:.2f}x the median rank; {waits}: "
+            f"{s['verdict']} (WARN from {WARN_RATIO}x, FAIL from {FAIL_RATIO}x, if >= "
+            f"{MIN_LATENESS:.0%} of the step)")

@@ -58,7 +58,7 @@ def trip_multinode_no_efa(c: Config) -> None:
 
 
 def trip_unknown_type(c: Config) -> None:
-    cpu_cr(c)["InstanceType"] = "c7i.large"
+    cpu_cr(c)["InstanceType"] = "c8i.large"
 
 
 def trip_no_accounting(c: Config) -> None:
@@ -170,6 +170,19 @@ def test_unknown_type_suggests_the_nearest_catalog_type(base: Config, typo: str,
 
 
 def test_unknown_type_far_from_the_catalog_gets_no_guess(base: Config) -> None:
-    cpu_cr(base)["InstanceType"] = "c7i.large"
+    cpu_cr(base)["InstanceType"] = "c8i.large"
     (hit,) = [f for f in run_lints(base) if f.code == "unknown-instance-type"]
     assert hit.hint is not None and "did you mean" not in hit.hint
+    assert "facts unknown" in hit.message
+
+
+@pytest.mark.parametrize(("itype", "flagged"), [
+    ("c5.2xlarge", True), ("m5.8xlarge", True), ("t3.large", True), ("c7i.24xlarge", True),
+    ("c7i.48xlarge", False), ("hpc7g.16xlarge", False), ("c8i.4xlarge", False),
+])
+def test_efa_on_a_cpu_type_without_efa_is_flagged(base: Config, itype: str,
+                                                   flagged: bool) -> None:
+    cpu_cr(base)["InstanceType"] = itype
+    cpu_cr(base)["Efa"] = {"Enabled": True}
+    hits = [f for f in run_lints(base) if f.code == "efa" and itype in f.message]
+    assert [f.level for f in hits] == ([Level.ERROR] if flagged else [])

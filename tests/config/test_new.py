@@ -92,21 +92,65 @@ def test_instance_type_typo_is_refused_with_the_nearest_type(
     out = tmp_path / "cluster.yaml"
     assert main(["config", "new", "--spec", str(spec), "-o", str(out)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "'p5.48xlarg' is not in the pctk catalog" in line
+    assert "'p5.48xlarg' is not an EC2 instance type name" in line
     assert "did you mean p5.48xlarge" in line
     assert not out.exists()
 
 
-def test_unknown_type_can_be_allowed_and_check_still_warns(
+def test_misspelled_type_can_be_allowed_and_check_still_warns(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = write_spec(tmp_path, lambda s: cpu(s).update(instance_type="c7i.large"))
+    spec = write_spec(tmp_path, lambda s: cpu(s).update(instance_type="c7i.larg"))
     out = tmp_path / "cluster.yaml"
     assert main(["config", "new", "--spec", str(spec), "-o", str(out)]) == 2
     capsys.readouterr()
     assert main(["config", "new", "--spec", str(spec), "-o", str(out),
                  "--allow-unknown-types"]) == 0
     err = capsys.readouterr().err
-    assert "instance type c7i.large is not in the pctk catalog" in err
+    assert "instance type c7i.larg is not an EC2 instance type name" in err
     assert f"wrote {out}" in err
     assert yaml.safe_load(out.read_text())["Scheduling"]["SlurmQueues"][1][
-        "ComputeResources"][0]["InstanceType"] == "c7i.large"
+        "ComputeResources"][0]["InstanceType"] == "c7i.larg"
+
+
+def test_well_formed_unknown_type_is_a_warning_not_a_refusal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """c8i.4xlarge is spelled like an EC2 type the catalog does not know yet: rendered, with a
+    "facts unknown" warning from the check and a comment in the YAML."""
+    spec = write_spec(tmp_path, lambda s: cpu(s).update(instance_type="c8i.4xlarge"))
+    out = tmp_path / "cluster.yaml"
+    assert main(["config", "new", "--spec", str(spec), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "instance type c8i.4xlarge: facts unknown" in err
+    assert f"wrote {out}" in err and "1 warning" in err
+    text = out.read_text()
+    comment = text.splitlines()[text.splitlines().index("          InstanceType: c8i.4xlarge") - 1]
+    assert comment.strip().startswith("# facts unknown")
+    assert main(["config", "check", str(out)]) == 0
+    assert "c8i.4xlarge: facts unknown" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("itype", ["c5.2xlarge", "m5.2xlarge", "c6i.8xlarge", "t3.medium",
+                                   "hpc7a.96xlarge", "r7i.metal-48xl", "c7g.4xlarge"])
+def test_ordinary_cpu_types_render_without_findings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], itype: str) -> None:
+    """`config new` refused c5.2xlarge ("did you mean g5.2xlarge?") before the CPU families
+    were in the catalog."""
+    spec = write_spec(tmp_path, lambda s: cpu(s).update(instance_type=itype))
+    out = tmp_path / "cluster.yaml"
+    assert main(["config", "new", "--spec", str(spec), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "unknown-instance-type" not in err and "not in the pctk catalog" not in err
+    assert main(["config", "show", str(out)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if itype in line)
+    assert "?" not in row or itype.startswith("hpc7a")  # hpc7a has no us-east-1 price
+
+
+def test_efa_on_a_cpu_type_without_efa_is_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, lambda s: cpu(s).update(instance_type="c5.2xlarge", efa=True))
+    out = tmp_path / "cluster.yaml"
+    assert main(["config", "new", "--spec", str(spec), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "c5.2xlarge does not support EFA" in err and not out.exists()
+    spec = write_spec(tmp_path, lambda s: cpu(s).update(instance_type="c5n.18xlarge", efa=True))
+    assert main(["config", "new", "--spec", str(spec), "-o", str(out)]) == 0

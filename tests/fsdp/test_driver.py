@@ -123,3 +123,17 @@ def test_summary_shows_both_memory_peaks_and_a_non_bf16_mfu_label() -> None:
     assert table["MFU"] == "34.0% (float32 peak)"
     rec["metrics"]["mfu_dtype"] = "bfloat16"
     assert dict(summary_rows(rec))["MFU"] == "34.0%"
+
+
+def test_summary_of_a_cpu_run_names_no_reserved_memory() -> None:
+    """A CPU run has no allocator reserve: it printed "- GiB reserved (process_max_rss ...)"."""
+    from tests.results.records import fsdp_record
+
+    rec = fsdp_record()
+    rec["params"].update(n_params=1_000_000, nodes=1, mesh={"shape": [1]},
+                         global_batch_size=1, seq_len=64, param_dtype="float32",
+                         compile=False, activation_checkpointing=False, hsdp=False)
+    rec["metrics"].update(peak_memory_gib=1.25, peak_memory_reserved_gib=None,
+                          peak_memory_kind="process_max_rss (whole process: cannot be reset)")
+    line = dict(summary_rows(rec))["peak memory"]
+    assert line == "1.25 GiB allocated (process_max_rss (whole process: cannot be reset))"

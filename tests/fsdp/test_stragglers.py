@@ -33,3 +33,14 @@ def test_warn_between_the_thresholds_and_ok_when_nobody_waits():
 
 def test_one_rank_is_not_judged():
     assert judge([_rank(0, 0.01, 0.0)])["verdict"] == "SKIP"
+
+
+def test_no_negative_wait_when_the_slowest_rank_waits_longest():
+    """It printed "wait -0.0 ms (-0% of the step)" when the slowest rank also waited a
+    little longer than the median rank at the end-of-step all-reduce."""
+    ranks = [_rank(r, 0.010, 0.005) for r in range(4)]
+    ranks[1] = _rank(1, 0.011, 0.00502)
+    line = describe(judge(ranks))
+    assert "-0" not in line and "the others do not wait for it" in line
+    ranks[1] = _rank(1, 0.060, 0.001)
+    assert "the others wait 4.0 ms for it per step (2% of the step)" in describe(judge(ranks))

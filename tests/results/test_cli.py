@@ -135,3 +135,20 @@ def test_report_command_writes_html(tmp_path: Path, db: Path, pctk: Run) -> None
     code, out, _ = pctk("report", "--out", out_file, "--db", db, "--json")
     assert code == 0 and json.loads(out) == {"path": str(out_file), "results": 1}
     assert out_file.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_compare_says_nothing_to_compare_instead_of_an_empty_table(tmp_path: Path, db: Path,
+                                                                    pctk: Run) -> None:
+    base, latest = records.nccl_record(), records.nccl_record()
+    lone = records.fsdp_record()  # no baseline and no history: nothing to compare it with
+    paths = [write(tmp_path, r) for r in (base, lone)]
+    assert pctk("results", "add", *paths, "--db", db)[0] == 0
+    assert pctk("results", "baseline", base["id"], "--db", db)[0] == 0
+    assert pctk("results", "add", write_record(tmp_path / "latest.json", latest),
+                "--db", db)[0] == 0
+    code, out, _ = pctk("results", "compare", "--db", db)
+    assert code == 0
+    assert f"fsdp train-a / p5.48xlarge {lone['id'][:12]}: nothing to compare (" in out
+    assert "all_reduce" in out  # the nccl-tests comparison is still a table
+    titles = [line for line in out.splitlines() if line.strip().startswith("fsdp")]
+    assert len(titles) == 1  # one line for fsdp, no table title over zero rows

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from toolkit.cliopts import pick_alias
 from toolkit.cliout import JsonOption, emit_json, exit_with, fail_if
+from toolkit.cliout import console as cli_console
 from toolkit.config.check import check_file, check_text
 from toolkit.config.diff import diff_configs
 from toolkit.config.drift import apply_upgrade
@@ -230,7 +229,7 @@ def show(file: ConfigRef, as_json: bool = JsonOption) -> None:
         price = f"{r.price_usd_per_hour:,.2f}" if r.price_usd_per_hour is not None else "?"
         table.add_row(r.queue, r.compute_resource, r.instance_type, r.capacity_type,
                       str(r.min_count), str(r.max_count), accel, "yes" if r.efa else "no", price)
-    console = Console(file=sys.stdout)
+    console = cli_console()
     console.print(table)
 
     def money(v: float | None) -> str:

@@ -161,11 +161,21 @@ class UnknownInstanceTypeLint(Lint):
             if isinstance(pool, dict) and isinstance(pool.get("InstanceType"), str):
                 places.append((("LoginNodes", "Pools", pi, "InstanceType"), pool["InstanceType"]))
         for path, itype in places:
-            if catalog.find(itype) is None:
+            if catalog.find(itype) is not None:
+                continue
+            if catalog.well_formed(itype):
                 yield self.finding(
                     Level.WARNING, path,
-                    f"instance type {itype} is not in the pctk catalog: no GPU, EFA or price "
-                    "facts for it",
+                    f"instance type {itype}: facts unknown (not in the pctk catalog): nothing "
+                    "checks its vCPUs, GPUs, EFA or price",
+                    "set Efa/Enabled explicitly; `pctk catalog refresh` reads its facts from "
+                    "the EC2 API where AWS credentials exist",
+                )
+            else:
+                yield self.finding(
+                    Level.WARNING, path,
+                    f"instance type {itype} is not an EC2 instance type name: no GPU, EFA or "
+                    "price facts for it",
                     unknown_type_hint(itype),
                 )
 

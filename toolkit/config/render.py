@@ -67,6 +67,10 @@ def _compute_resource(cr: ComputeResourceSpec, q: QueueSpec, path: YamlPath,
     out: dict[str, Any] = {"Name": cr.name, "InstanceType": cr.instance_type,
                            "MinCount": cr.min_count, "MaxCount": cr.max_count}
     inst = catalog.find(cr.instance_type)
+    if inst is None:
+        comments[(*path, "InstanceType")] = (
+            "facts unknown (not in the pctk catalog): EFA, placement group and GPU health "
+            "check not derived")
     if q.capacity_type == "CAPACITY_BLOCK":
         comments[(*path, "MinCount")] = "a capacity block needs MinCount = MaxCount = block size"
     elif cr.min_count:

@@ -199,18 +199,19 @@ def unknown_instance_types(spec: ClusterSpec) -> list[tuple[str, str]]:
 
 
 def load_spec(path: str | Path, allow_unknown_types: bool = False) -> ClusterSpec:
-    """Load a spec; a compute instance type outside the catalog is refused (with the nearest
-    catalog types) unless ``allow_unknown_types``: EFA, placement group and GPU health check
-    settings are derived from the catalog, and a typo would silently drop them."""
+    """Load a spec. A compute instance type the catalog lacks is rendered when it is spelled
+    like an EC2 type (``c8i.4xlarge``: its facts are unknown, and `config check` warns so);
+    a misspelled one (``p5.48xlarg``) is refused with the nearest catalog types unless
+    ``allow_unknown_types``: EFA, placement group and GPU health check settings are derived
+    from the catalog, and a typo would silently drop them."""
     spec = spec_from_dict(ClusterSpec, load_yaml(path), str(path))
-    unknown = unknown_instance_types(spec)
-    if unknown and not allow_unknown_types:
-        where, itype = unknown[0]
-        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+    malformed = [(w, t) for w, t in unknown_instance_types(spec) if not catalog.well_formed(t)]
+    if malformed and not allow_unknown_types:
+        where, itype = malformed[0]
+        more = f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else ""
         raise PctkError(
-            f"{path}: {where}: instance type {itype!r} is not in the pctk catalog{more}, so "
-            "EFA, placement group and GPU health checks cannot be derived for it",
-            f"{unknown_type_hint(itype)} (a type pctk does not know: pass "
-            "--allow-unknown-types and set efa explicitly)",
+            f"{path}: {where}: {itype!r} is not an EC2 instance type name{more}",
+            f"{unknown_type_hint(itype)} (to render it anyway: pass --allow-unknown-types "
+            "and set efa explicitly)",
         )
     return spec

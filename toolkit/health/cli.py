@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from benchmarks.health.runner import CHECKS
 from benchmarks.vocab import parse_bytes
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, exit_with
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.health import report, slownodes
@@ -87,7 +87,7 @@ def run_command(
         emit_json(record)
     else:
         report.print_report(result)
-        Console().print(f"record: {out or record_path}", highlight=False)
+        cli_console().print(f"record: {out or record_path}", highlight=False)
     if store:
         store_finished_run(record_path, db)
     exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
@@ -154,7 +154,7 @@ def slow_nodes_command(
         emit_json(result.to_json(), sort_keys=False)
     else:
         slownodes.print_report(result)
-        Console().print(f"pair records: {folder}", highlight=False)
+        cli_console().print(f"pair records: {folder}", highlight=False)
     exit_with(slownodes.exit_code(result))
 
 

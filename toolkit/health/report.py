@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from benchmarks.record import new_record, write_record
+from toolkit.cliout import console as cli_console
 from toolkit.health.sweep import SweepResult
 
 STYLE = {"OK": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim",
@@ -99,7 +99,7 @@ def table(result: SweepResult) -> tuple[Table, list[str]]:
 
 
 def print_report(result: SweepResult, console: Console | None = None) -> None:
-    con = console or Console(width=None if sys.stdout.isatty() else 200)
+    con = console or cli_console()
     tab, all_skip = table(result)
     con.print(tab)
     if all_skip:

@@ -45,11 +45,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from toolkit.bench.nccl.parse import parse_nccl_file
 from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.health import slurmops
 from toolkit.health.inventory import read_nodes, select_nodes
@@ -446,7 +446,7 @@ def table_rows(result: SweepResult) -> tuple[list[str], list[list[str]]]:
 
 
 def print_report(result: SweepResult) -> None:
-    console = Console()
+    console = cli_console()
     head, rows = table_rows(result)
     t = Table(*head, box=None, pad_edge=False)
     colour = {OK: "green", SLOW: "red", FAIL: "red", UNRESOLVED: "yellow"}

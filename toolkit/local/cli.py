@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.local import capacity, clusters
 from toolkit.local import replace as replacing
@@ -120,7 +121,7 @@ def up(
     Each cluster name has its own twin (state, accounting history); starting another
     cluster's stops the running one, whose state is kept.
     """
-    console = Console(stderr=True)
+    console = cli_console(stderr=True)
     chosen: str | None = config
     if not chosen and (cluster or clusters.known(state_dir)):
         # no config named: the running (or last started) twin, as it was started
@@ -143,7 +144,7 @@ def up(
         emit_json({**st.to_json(), "seconds": round(took, 2),
                    **({"observe": obs} if obs else {})}, sort_keys=False)
         return
-    out = Console()
+    out = cli_console()
     _status_table(st, out)
     out.print(f"ready in {took:.1f}s. pctk submit/jobs find it; point Slurm's own commands "
               f"at it with: [bold]eval \"$(pctk local env{_dir_arg(state_dir)})\"[/]")
@@ -162,7 +163,7 @@ def down(
     json_out: bool = JsonOption,
 ) -> None:
     """Stop exactly the processes `up` started (by pid), cancelling jobs first."""
-    console = Console(stderr=True)
+    console = cli_console(stderr=True)
     twin = clusters.select(state_dir, cluster)
     stopped = twin.down(progress=lambda m: console.log(m), purge=purge)
     if json_out:
@@ -186,7 +187,7 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
     if json_out:
         emit_json({**st.to_json(), "observe": stack.status(st.state_dir)}, sort_keys=False)
     else:
-        _status_table(st, Console())
+        _status_table(st, cli_console())
     if st.state != "running":
         exit_with(FAILED if st.state == "degraded" else NOT_RUNNING)
 

@@ -224,7 +224,8 @@ def build_plan(
                 notes.append(f"capped: {q.name}/{cr.name} has {len(names)} of its "
                              f"{cr.max_count} nodes ({why})")
             if inst is None:
-                notes.append(f"{cr.instance_type} is not in the catalog: no GRES, host CPUs used")
+                notes.append(f"{cr.instance_type}: facts unknown (not in the pctk catalog): no "
+                             "GRES, host CPUs used")
             for n in names:
                 static = "-st-" in n
                 feats = tuple(["static" if static else "dynamic", *features[1:]])

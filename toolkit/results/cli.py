@@ -17,6 +17,7 @@ from rich.table import Table
 
 from toolkit.cliopts import DbOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.results import metrics as m
 from toolkit.results.baseline import judge, latest_of_each_group
@@ -108,7 +109,7 @@ def list_results(
         table.add_row(_short(row["id"]) + (" *" if row["baseline"] else ""), row["created"],
                       row["kind"], row["cluster"] or "?", row["instance_type"] or "?",
                       str(row["nodes"] or "?"), row["status"], row["headline"])
-    console = Console()
+    console = cli_console()
     console.print(table)
     if any(r["baseline"] for r in rows):
         console.print("* baseline of its cluster / instance type / kind")
@@ -129,7 +130,7 @@ def show(
             {"name": log.name, "sha256": log.sha256, "size": log.size, "path": str(log.path)}
             for log in logs]})
         return
-    console = Console()
+    console = cli_console()
     envelope = Table(show_header=False, title=f"{record['kind']} result {record['id']}")
     cluster = record.get("cluster") or {}
     for key, value in (("created", record["created"]), ("cluster", cluster.get("name")),
@@ -252,7 +253,7 @@ def baseline(
     for row in rows:
         table.add_row(row["cluster"] or "?", row["instance_type"] or "?", row["kind"],
                       _short(row["result_id"]), row["set_at"])
-    Console().print(table)
+    cli_console().print(table)
 
 
 @app.command("compare")
@@ -319,10 +320,16 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
 
 
 def _print_comparisons(comparisons: list[Comparison]) -> None:
-    console = Console()
+    console = cli_console()
     for comp in comparisons:
         against = (f"baseline {_short(comp.baseline_id)}" if comp.basis == "manual baseline"
                    else f"automatic baseline: {comp.basis}")
+        if not comp.points:  # no baseline yet, or no figure in common: no empty table
+            why = "; ".join(comp.notes) or f"no figure in common with {against}"
+            console.print(f"{comp.kind} {comp.cluster or '?'} / {comp.instance_type or '?'} "
+                          f"{_short(comp.current_id)}: nothing to compare ({why})",
+                          markup=False)
+            continue
         table = Table(title=f"{comp.kind} {comp.cluster or '?'} / {comp.instance_type or '?'}: "
                             f"{_short(comp.current_id)} vs {against}")
         for column in ("metric", "where", "baseline", "latest", "change", ""):
@@ -365,7 +372,7 @@ def trend(
     if as_json:
         emit_json(data)
         return
-    console = Console()
+    console = cli_console()
     table = Table(title=f"{len(data['series'])} series")
     for column in ("series", "runs", "from", "to", "latest", "median (last 10)",
                    "change points"):

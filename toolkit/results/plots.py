@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from matplotlib import dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
 from toolkit.results import metrics as m
 
@@ -126,21 +126,32 @@ def _time_panel(ax, series: TimeSeries, scale: float, baselines: dict[str, float
         if base is not None:
             ax.axhline(base * scale, linestyle="--", linewidth=1, color=line.get_color(),
                        alpha=0.7)
-    if times:
-        lo, hi = min(times), max(times)
-        pad = max((hi - lo) * 0.08, dt.timedelta(minutes=30))
-        ax.set_xlim(mdates.date2num(lo - pad), mdates.date2num(hi + pad))
-        span = hi - lo
-        fmt = "%H:%M" if span < dt.timedelta(days=1) and lo.date() == hi.date() else "%m-%d %H:%M"
-        ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=2, maxticks=6))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter(fmt))
-        if fmt == "%H:%M":
-            ax.set_xlabel(lo.strftime("%Y-%m-%d") + " (UTC)", fontsize=8)
+    time_axis(ax, times, maxticks=6)
     ax.margins(y=0.25)
     ax.grid(True, alpha=0.3)
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     if series:
         ax.legend(fontsize=7)
+
+
+def time_axis(ax, times: Sequence[dt.datetime], maxticks: int = 6) -> None:
+    """Date ticks that tell the runs apart: hours and minutes (the date under the axis) when
+    all runs fall on one day, month-day and time within a few weeks, dates beyond."""
+    if not times:
+        return
+    lo, hi = min(times), max(times)
+    pad = max((hi - lo) * 0.08, dt.timedelta(minutes=30))
+    ax.set_xlim(mdates.date2num(lo - pad), mdates.date2num(hi + pad))
+    span = hi - lo
+    if span < dt.timedelta(days=1) and lo.date() == hi.date():
+        fmt = "%H:%M"
+        ax.set_xlabel(lo.strftime("%Y-%m-%d") + " (UTC)", fontsize=8)
+    elif span < dt.timedelta(days=21):
+        fmt = "%m-%d %H:%M"
+    else:
+        fmt = "%Y-%m-%d"
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=2, maxticks=maxticks))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter(fmt))
 
 
 def loss_chart(curves: dict[str, list[tuple[int, float]]]) -> str:
@@ -171,7 +182,11 @@ def storage_scaling(series: dict[str, list[tuple[int, float]]], title: str,
                    label=f"expected {expected_mb_s:,.0f} MB/s")
     ax.set_xlabel("nodes")
     ax.set_ylabel("aggregate MB/s (stonewall)")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    counts = sorted({n for points in series.values() for n, _ in points})
+    if counts:  # whole nodes only: the counts measured, half a node of room either side
+        ax.set_xlim(counts[0] - 0.5, counts[-1] + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True) if len(counts) > 8
+                                   else FixedLocator(counts))
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)

@@ -34,8 +34,7 @@ def trend_chart(series: Series, expected: plots.Expected | None,
         size = f"{cp.change:+.1%}" if cp.change is not None else "shift"
         ax.annotate(size, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -10),
                     textcoords="offset points", fontsize=7, color=plots.FAIL_COLOR)
-    ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=2, maxticks=7))
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
+    plots.time_axis(ax, times, maxticks=7)
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(True, alpha=0.3)

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from toolkit.cliout import FAILED, INTERRUPTED, JsonOption, emit_json, exit_with
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.submit import slurm
 from toolkit.submit.cluster import SYSTEM_SLURM_CONF, load_cluster, use_running_twin
@@ -183,7 +183,7 @@ def jobs(
         t.add_row(row["JobID"], row.get("JobName", "").replace("\n", "\\n"), f"[{c}]{st}[/]",
                   row.get("NNodes", ""), row.get("Elapsed", ""), row.get("ExitCode", ""),
                   row.get("NodeList", ""), row.get("Reason", ""))
-    Console().print(t)
+    cli_console().print(t)
 
 
 def _no_slurm_hint() -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from toolkit.cliout import console as cli_console
 from toolkit.progress import ProgressLines
 from toolkit.submit import slurm
 from toolkit.submit.slurm import OK_STATES  # noqa: F401  (imported from here by callers)
@@ -34,7 +35,7 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
     watcher = PctkWatcher(delay_s=int(max(1, poll_s)))
     for i in ids:
         watcher.register_job(i)
-    console = console or Console(stderr=True)
+    console = console or cli_console(stderr=True)
     # a bar off a terminal shows nothing until the end: plain lines there instead
     lines = ProgressLines("waiting", quiet=not show or console.is_terminal, terminal=False,
                           stream=console.file)
@@ -48,7 +49,8 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
             why = "" if after == "REQUEUED" else f" after {after}"
             console.print(f"job {job_id} was requeued by Slurm{why}; waiting for its "
                           "new run", highlight=False)
-        return {i: watcher.get_state(i, mode="cache") for i in job_ids}
+        # a job sacct does not list yet (just submitted) has no state: not "UNKNOWN"
+        return {i: watcher.get_info(i, mode="cache").get("State") or None for i in job_ids}
 
     try:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -58,7 +60,8 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
 
             def shown(states: dict[str, str]) -> None:
                 done = sum(watcher.is_done(i, mode="cache") for i in ids)
-                counts = Counter(s.split()[0] for s in states.values())
+                counts = Counter(states[i].split()[0] if states.get(i) else "SUBMITTED"
+                                 for i in ids)
                 summary = " ".join(f"{k.lower()}={v}" for k, v in sorted(counts.items()))
                 bar.update(task, completed=done, states=summary)
                 lines.update(f"{done}/{len(ids)} jobs done: {summary}")

@@ -16,6 +16,7 @@ from toolkit.bench.collectives.driver import SweepJob, judge_sweep_record, run_s
 from toolkit.bench.nccl.report import show_runs
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, fail_if
+from toolkit.cliout import console as cli_console
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
 
@@ -30,7 +31,7 @@ FromRecord = typer.Option(None, "--from-record",
 
 def _console(as_json: bool) -> Console:
     # with --json, stdout carries only the JSON document
-    return Console(stderr=True) if as_json else Console()
+    return cli_console(stderr=True) if as_json else cli_console()
 
 
 def collectives(

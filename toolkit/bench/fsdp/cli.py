@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from benchmarks.fsdp.config import PRESETS, TrainConfig, settings
 from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
+from toolkit.cliout import console as cli_console
 
 F = TypeVar("F", bound=Callable[..., Any])
 TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
@@ -130,4 +130,4 @@ def print_summary(rec: dict[str, Any]) -> None:
     table.add_column()
     for key, value in driver.summary_rows(rec):
         table.add_row(key, value)
-    Console().print(table)
+    cli_console().print(table)

@@ -236,9 +236,7 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                                        and m.get("mfu_dtype", "bfloat16") != "bfloat16" else "")),
         ("step time p50 / p90", f"{num('step_time_p50_s', '.3f')} / "
                                 f"{num('step_time_p90_s', '.3f')} s"),
-        ("peak memory", f"{num('peak_memory_gib', '.2f')} GiB allocated, "
-                        f"{num('peak_memory_reserved_gib', '.2f')} GiB reserved "
-                        f"({m.get('peak_memory_kind')})"),
+        ("peak memory", _memory_line(m)),
         ("final loss", num("final_loss", ".4f")),
         ("stragglers", _straggler_line(m.get("stragglers"))),
         ("checkpoint save", f"{saves[-1]['gb_per_s']:.2f} GB/s ({len(saves)} saves)"
@@ -247,6 +245,20 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                             if load else "-"),
         ("verdict", " ".join([rec["verdict"]["status"], *rec["verdict"]["reasons"]])),
     ]
+
+
+def _memory_line(m: dict[str, Any]) -> str:
+    """Allocated, and reserved where the allocator has a reserve (CUDA; a CPU run measures
+    the process's peak RSS and has none)."""
+    def gib(key: str) -> str | None:
+        value = m.get(key)
+        return f"{value:.2f} GiB" if isinstance(value, int | float) else None
+
+    parts = [f"{gib('peak_memory_gib') or '-'} allocated"]
+    if (reserved := gib("peak_memory_reserved_gib")) is not None:
+        parts.append(f"{reserved} reserved")
+    kind = m.get("peak_memory_kind")
+    return ", ".join(parts) + (f" ({kind})" if kind else "")
 
 
 def _straggler_line(s: dict[str, Any] | None) -> str:

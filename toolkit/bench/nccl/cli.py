@@ -18,6 +18,7 @@ from toolkit.bench.nccl import driver
 from toolkit.bench.nccl.report import human_bytes, show_runs, wide_console
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, emit_json, fail_if
+from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.progress import ProgressLines
 from toolkit.results.compare import DEFAULT_THRESHOLD
@@ -49,7 +50,7 @@ PlotPath = typer.Option(Path("busbw.png"), "--out", "-o")
 
 def _console(as_json: bool) -> Console:
     # with --json, stdout carries only the JSON document
-    return Console(stderr=True) if as_json else Console()
+    return cli_console(stderr=True) if as_json else cli_console()
 
 
 def _byte_size(text: str, hint: str) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from toolkit.bench.nccl.model import CollectiveRun, Measurement
 from toolkit.bench.nccl.verdict import Verdict
+from toolkit.cliout import console as cli_console
 from toolkit.cliout import emit_json
 from toolkit.fsutil import atomic_write_bytes, atomic_write_text
 
@@ -151,8 +151,8 @@ def plot_busbw(path: str | Path, runs: list[CollectiveRun], labels: list[str] | 
 
 
 def wide_console() -> Console:
-    """Tables need about 110 columns; rich would wrap them at 80 when piped."""
-    return Console() if sys.stdout.isatty() else Console(width=140)
+    """Tables need about 110 columns: the shared console prints them in full when piped."""
+    return cli_console()
 
 
 def show_runs(runs: list[CollectiveRun], verdicts: list[Verdict], rec: dict[str, Any],

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from benchmarks.storage.aggregate import THROUGHPUT_PHASES
 from toolkit.bench.storage.driver import StorageJob, bench_storage, default_run_dir
 from toolkit.cliout import JsonOption, emit_json, fail_if
+from toolkit.cliout import console as cli_console
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -66,7 +66,7 @@ def print_table(rec: dict[str, Any]) -> None:
         table.add_column(name)
     for row in table_rows(rec):
         table.add_row(*row)
-    console = Console()
+    console = cli_console()
     console.print(table)
     console.print(f"verdict: {rec['verdict']['status']}", highlight=False)
     for reason in rec["verdict"]["reasons"]:
@@ -117,7 +117,7 @@ def storage_command(
                      rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
                      partition=partition, time_limit=time_limit, share_timeout=share_timeout,
                      direct=direct, block_sizes=block_sizes)
-    console = Console(stderr=True, quiet=as_json)
+    console = cli_console(stderr=True, quiet=as_json)
     start = time.monotonic()
     with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
         res = bench_storage(job, config_path=config, instance_type=instance_type,
