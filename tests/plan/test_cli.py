@@ -162,7 +162,7 @@ def test_measured_mfu_and_checkpoint_rate_come_from_stored_records(capsys, tmp_p
     (["--model", "70b", "--nodes", "1"], "the model does not fit the cluster"),
     (["--params", "5e12", "--gpus", "64"], "the model does not fit the cluster"),
     (["--model", "13b"], "unknown model preset '13b'"),
-    (["--instance-type", "p9.48xlarge"], "instance type 'p9.48xlarge' is not in the pctk"),
+    (["--instance-type", "p9.48xlarge"], "instance type 'p9.48xlarge': facts unknown"),
     (["--instance-type", "c5.4xlarge"], "c5.4xlarge has no NVIDIA GPU"),
     (["--mfu", "40"], "--mfu must be a fraction in (0, 1]"),
     (["--nodes", "2", "--days", "3"], "--days and --budget solve for the size"),
