@@ -18,6 +18,7 @@ from rich.table import Table
 from toolkit.cliopts import DbOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.errors import PctkError
+from toolkit.fsutil import require_parent
 from toolkit.results import metrics as m
 from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
@@ -417,6 +418,7 @@ def report_command(
     from toolkit.results.report import render_report  # matplotlib
 
     limit = parse_threshold(threshold)
+    require_parent(out)
     with open_store(db) as store:
         report = render_report(store, cluster, instance_type, limit)
     path = report.write(out)
