@@ -116,24 +116,26 @@ def slow_nodes_command(
                                         "records [$PCTK_HOME/health/slow-nodes-TIME]."),
     python: str | None = typer.Option(None, "--python", help="Python on the nodes."),
     nccl_tests_dir: str | None = typer.Option(None, "--nccl-tests-dir"),
+    include_powered_down: bool = typer.Option(
+        False, "--include-powered-down", help="Power up the selected powered-down dynamic "
+        "nodes (idle~) and sweep them too; by default they are skipped, as `health run` does."),
     as_json: bool = JsonOption,
 ) -> None:
     """Find slow nodes: pair them, test every pair at once, re-pair suspects with good nodes.
 
-    Exit 0 all OK, 1 a suspect left unresolved, 2 a node SLOW or FAIL, 3 unusable input.
+    Exit 0 all OK, 1 a node SLOW, FAIL or left UNRESOLVED, 2 unusable input or environment.
     """
     if method not in ("torch", "nccl-tests"):
-        raise HealthInputError(f"unknown --method {method!r}", "use torch or nccl-tests")
+        raise PctkError(f"unknown --method {method!r}", "use torch or nccl-tests")
     if collective not in ("all_reduce", "sendrecv"):
-        raise HealthInputError(f"unknown --collective {collective!r}",
-                               "use all_reduce or sendrecv")
+        raise PctkError(f"unknown --collective {collective!r}", "use all_reduce or sendrecv")
     try:
         if parse_bytes(size) < 1:
             raise ValueError(f"{size!r} is zero bytes")
     except ValueError as exc:
-        raise HealthInputError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
+        raise PctkError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
     if timeout <= 0:
-        raise HealthInputError(f"--timeout {timeout:g} must be more than 0 seconds")
+        raise PctkError(f"--timeout {timeout:g} must be more than 0 seconds")
     test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
                               nccl_tests_dir=nccl_tests_dir)
     if python:
@@ -144,11 +146,9 @@ def slow_nodes_command(
             result = slownodes.sweep_partition(
                 nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
                 threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
-                progress=progress.update)
-    except PctkError as exc:
-        if isinstance(exc, HealthInputError):
-            raise
-        raise HealthInputError(exc.message, exc.hint) from None
+                progress=progress.update, include_powered_down=include_powered_down)
+    except HealthInputError as exc:  # health run's Nagios UNKNOWN (3); here unusable (2)
+        raise PctkError(exc.message, exc.hint) from None
     atomic_write_json(folder / "slow-nodes.json", result.to_json())
     if as_json:
         emit_json(result.to_json(), sort_keys=False)
