@@ -27,6 +27,7 @@ from toolkit.health.sweep import SweepOptions, run_sweep
 from toolkit.paths import health_dir
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
+from toolkit.submit.longrun import long_command
 
 app = typer.Typer(help="Node health: GPUs, EFA, storage, munge, clock; drain and resume.",
                   no_args_is_help=True)
@@ -66,31 +67,32 @@ def run_command(
     db: Path | None = DbOption,
 ) -> None:
     """Check nodes in one Slurm job per partition; print a node x check table."""
-    opts = SweepOptions(
-        nodes=nodes, partition=partition, level=level, drain=drain,
-        resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
-        tool_path=list(tool_path or []),
-        checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
-        dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
-        run_dir=run_dir.absolute() if run_dir else None,
-    )
-    if python:
-        opts.python = python
-    with ProgressLines("health sweep") as progress:
-        opts.progress = progress.update
-        result = run_sweep(opts)
-    record = report.to_record(result)  # one id for every copy, so it is stored once
-    record_path = report.write(result, result.run_dir / "record.json", record)
-    if out is not None:
-        report.write(result, out, record)
-    if as_json:
-        emit_json(record)
-    else:
-        report.print_report(result)
-        Console().print(f"record: {out or record_path}", highlight=False)
-    if store:
-        store_finished_run(record_path, db)
-    exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
+    with long_command():
+        opts = SweepOptions(
+            nodes=nodes, partition=partition, level=level, drain=drain,
+            resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
+            tool_path=list(tool_path or []),
+            checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
+            dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
+            run_dir=run_dir.absolute() if run_dir else None,
+        )
+        if python:
+            opts.python = python
+        with ProgressLines("health sweep") as progress:
+            opts.progress = progress.update
+            result = run_sweep(opts)
+        record = report.to_record(result)  # one id for every copy, so it is stored once
+        record_path = report.write(result, result.run_dir / "record.json", record)
+        if out is not None:
+            report.write(result, out, record)
+        if as_json:
+            emit_json(record)
+        else:
+            report.print_report(result)
+            Console().print(f"record: {out or record_path}", highlight=False)
+        if store:
+            store_finished_run(record_path, db)
+        exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 
 
 @app.command("slow-nodes")
@@ -125,37 +127,38 @@ def slow_nodes_command(
 
     Exit 0 all OK, 1 a node SLOW, FAIL or left UNRESOLVED, 2 unusable input or environment.
     """
-    if method not in ("torch", "nccl-tests"):
-        raise PctkError(f"unknown --method {method!r}", "use torch or nccl-tests")
-    if collective not in ("all_reduce", "sendrecv"):
-        raise PctkError(f"unknown --collective {collective!r}", "use all_reduce or sendrecv")
-    try:
-        if parse_bytes(size) < 1:
-            raise ValueError(f"{size!r} is zero bytes")
-    except ValueError as exc:
-        raise PctkError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
-    if timeout <= 0:
-        raise PctkError(f"--timeout {timeout:g} must be more than 0 seconds")
-    test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
-                              nccl_tests_dir=nccl_tests_dir)
-    if python:
-        test.python = python
-    folder = workdir or health_dir() / time.strftime("slow-nodes-%Y%m%d-%H%M%S")
-    try:
-        with ProgressLines("slow-node sweep") as progress:
-            result = slownodes.sweep_partition(
-                nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
-                threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
-                progress=progress.update, include_powered_down=include_powered_down)
-    except HealthInputError as exc:  # health run's Nagios UNKNOWN (3); here unusable (2)
-        raise PctkError(exc.message, exc.hint) from None
-    atomic_write_json(folder / "slow-nodes.json", result.to_json())
-    if as_json:
-        emit_json(result.to_json(), sort_keys=False)
-    else:
-        slownodes.print_report(result)
-        Console().print(f"pair records: {folder}", highlight=False)
-    exit_with(slownodes.exit_code(result))
+    with long_command():
+        if method not in ("torch", "nccl-tests"):
+            raise PctkError(f"unknown --method {method!r}", "use torch or nccl-tests")
+        if collective not in ("all_reduce", "sendrecv"):
+            raise PctkError(f"unknown --collective {collective!r}", "use all_reduce or sendrecv")
+        try:
+            if parse_bytes(size) < 1:
+                raise ValueError(f"{size!r} is zero bytes")
+        except ValueError as exc:
+            raise PctkError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
+        if timeout <= 0:
+            raise PctkError(f"--timeout {timeout:g} must be more than 0 seconds")
+        test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
+                                  nccl_tests_dir=nccl_tests_dir)
+        if python:
+            test.python = python
+        folder = workdir or health_dir() / time.strftime("slow-nodes-%Y%m%d-%H%M%S")
+        try:
+            with ProgressLines("slow-node sweep") as progress:
+                result = slownodes.sweep_partition(
+                    nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
+                    threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
+                    progress=progress.update, include_powered_down=include_powered_down)
+        except HealthInputError as exc:  # health run's Nagios UNKNOWN (3); here unusable (2)
+            raise PctkError(exc.message, exc.hint) from None
+        atomic_write_json(folder / "slow-nodes.json", result.to_json())
+        if as_json:
+            emit_json(result.to_json(), sort_keys=False)
+        else:
+            slownodes.print_report(result)
+            Console().print(f"pair records: {folder}", highlight=False)
+        exit_with(slownodes.exit_code(result))
 
 
 @app.command("expectations")
