@@ -217,8 +217,10 @@ def add(
              "missing_logs": d.missing_logs, "refused_logs": d.refused_logs} for d in done]})
         return
     for d in done:
-        state = "added" if d.new else "already stored"
-        typer.echo(f"{state} {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
+        if d.new:
+            typer.echo(f"added {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
+        else:
+            typer.echo(f"{d.kind} from {d.path}: already stored as {d.id}")
     typer.echo(f"database: {db_path}")
 
 
