@@ -298,3 +298,29 @@ def test_powered_down_dynamic_nodes_are_skipped_by_the_rule_health_run_uses():
     assert node_state_check(chosen[2]).message == not_swept(chosen[2]) == skipped["c"]
     r = run_sweep(names, _measure({"a": 1.0, "b": 1.0}, []), down=down)
     assert [v.node for v in r.verdicts] == ["a", "b", "d"] and r.blamed == ["d"]
+
+
+def test_a_sweep_is_a_record_kept_in_the_results_history(tmp_path, capsys, monkeypatch):
+    # slow-node sweeps were not kept: now a `slow-nodes` record like every other run's,
+    # stored by the command (or `results add`) and listed by `results list`
+    import json
+
+    from benchmarks.record import write_record
+    from toolkit.cli import main
+    from toolkit.health.slownodes import to_record
+
+    monkeypatch.setenv("PCTK_HOME", str(tmp_path / "home"))
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    speed["n05"] = 0.05
+    rec = to_record(run_sweep(nodes, _measure(speed, [])), partition="cpu", job_ids=["7", "8"])
+    assert rec["kind"] == "slow-nodes" and rec["verdict"]["status"] == "FAIL"
+    assert rec["verdict"]["reasons"][0].startswith("SLOW n05: ")
+    assert rec["cluster"]["nodes"] == 8 and rec["cluster"]["job_id"] == "7,8"
+    path = write_record(tmp_path / "record.json", rec)
+    db = tmp_path / "results.db"
+    assert main(["results", "add", str(path), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["results", "list", "--db", str(db), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["id"], r["kind"]) for r in listed] == [(rec["id"], "slow-nodes")]

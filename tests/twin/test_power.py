@@ -301,3 +301,4 @@ def test_slow_nodes_skips_powered_down_nodes_or_powers_them_up_on_request(ptwin,
     assert {v["node"]: v["verdict"] for v in res["verdicts"]} == {
         STATIC: "OK", "cpu-dy-c5-1": "OK"}, r.stderr
     assert r.returncode == 0 and res["skipped"] == {}
+    assert "stored slow-nodes result" in r.stderr, r.stderr  # kept in the results history

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from benchmarks.health.runner import CHECKS
+from benchmarks.record import write_record
 from benchmarks.vocab import parse_bytes
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, exit_with
@@ -118,6 +119,8 @@ def slow_nodes_command(
                                         "records [$PCTK_HOME/health/slow-nodes-TIME]."),
     python: str | None = typer.Option(None, "--python", help="Python on the nodes."),
     nccl_tests_dir: str | None = typer.Option(None, "--nccl-tests-dir"),
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
     include_powered_down: bool = typer.Option(
         False, "--include-powered-down", help="Power up the selected powered-down dynamic "
         "nodes (idle~) and sweep them too; by default they are skipped, as `health run` does."),
@@ -153,11 +156,17 @@ def slow_nodes_command(
         except HealthInputError as exc:  # health run's Nagios UNKNOWN (3); here unusable (2)
             raise PctkError(exc.message, exc.hint) from None
         atomic_write_json(folder / "slow-nodes.json", result.to_json())
+        # a record like every other run's, kept in the results history (`results list`)
+        logs = sorted(p.name for p in folder.glob("r*.out"))
+        record_path = write_record(folder / "record.json", slownodes.to_record(
+            result, partition=partition, job_ids=result.job_ids, raw_logs=logs))
         if as_json:
             emit_json(result.to_json(), sort_keys=False)
         else:
             slownodes.print_report(result)
             Console().print(f"pair records: {folder}", highlight=False)
+        if store:
+            store_finished_run(record_path, db)
         exit_with(slownodes.exit_code(result))
 
 

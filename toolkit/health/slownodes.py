@@ -97,6 +97,7 @@ class SweepResult:
     method: str = ""
     # left out, no verdict (toolkit.health.inventory.not_swept: powered-down dynamic nodes)
     skipped: dict[str, str] = field(default_factory=dict)
+    job_ids: list[str] = field(default_factory=list)  # the pair jobs, in submission order
 
     def verdict_of(self, node: str) -> NodeVerdict:
         return next(v for v in self.verdicts if v.node == node)
@@ -283,6 +284,29 @@ def _judge(live: list[str], down: dict[str, str], pairs: list[PairResult],
     return SweepResult(nodes=[*live, *down], threshold=threshold, rounds=rounds,
                        max_rounds=limit, median_gbps=median, pairs=pairs, verdicts=verdicts,
                        wall_s=wall)
+
+
+def to_record(result: SweepResult, *, partition: str | None = None,
+              job_ids: Sequence[str] = (), raw_logs: Sequence[str] = ()) -> dict[str, Any]:
+    """The sweep as a ``pctk.result/v1`` record of kind ``slow-nodes``, kept in the results
+    history like every other run: PASS no node blamed, FAIL a node SLOW or FAIL, WARN a
+    suspect left UNRESOLVED."""
+    from benchmarks.record import new_record
+
+    kinds = {v.verdict for v in result.verdicts}
+    status = "FAIL" if kinds & {SLOW, FAIL} else "WARN" if UNRESOLVED in kinds else "PASS"
+    body = result.to_json()
+    return new_record(
+        "slow-nodes",
+        params={k: body[k] for k in ("method", "threshold", "max_rounds")},
+        metrics={k: body[k] for k in ("rounds", "median_gbps", "wall_s", "pairs", "verdicts",
+                                      "blamed", "drained", "drain_refused", "skipped")},
+        status=status,
+        reasons=[f"{v.verdict} {v.node}: {v.evidence}" for v in result.verdicts
+                 if v.verdict != OK],
+        cluster={"hosts": sorted(result.nodes), "nodes": len(result.nodes),
+                 "partition": partition, "job_id": ",".join(job_ids) or None},
+        raw_logs=list(raw_logs))
 
 
 def drain_slow(result: SweepResult, drain: Callable[[str, str], None]) -> None:
@@ -549,6 +573,7 @@ def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
                        max_rounds=max_rounds, down=down, progress=progress)
     result.method = test.method
     result.skipped = skipped
+    result.job_ids = list(runner.job_ids)
     if drain:
         drain_slow(result, slurmops.drain)
     return result
