@@ -51,7 +51,7 @@ def long_command() -> Iterator[None]:
     running and exit 130."""
     use_running_twin()
     first = len(slurm.SUBMITTED)
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
     try:
         for sig in STOP_SIGNALS:
             old[sig] = signal.signal(sig, _interrupt)
@@ -60,10 +60,10 @@ def long_command() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        for sig, handler in old.items():  # a second signal while we ask squeue: default
-            signal.signal(sig, handler)
+        for stop, handler in old.items():  # a second signal while we ask squeue: theirs
+            signal.signal(stop, handler)
         print(stopped_message(still_queued(slurm.SUBMITTED[first:])), file=sys.stderr)
         raise typer.Exit(INTERRUPTED) from None
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        for stop, handler in old.items():
+            signal.signal(stop, handler)
