@@ -324,3 +324,5 @@ def test_a_sweep_is_a_record_kept_in_the_results_history(tmp_path, capsys, monke
     assert main(["results", "list", "--db", str(db), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["id"], r["kind"]) for r in listed] == [(rec["id"], "slow-nodes")]
+    from toolkit.results.metrics import headline
+    assert headline(rec) == "median pair 1 GB/s; blamed n05"
