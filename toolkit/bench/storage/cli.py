@@ -81,7 +81,7 @@ def storage_command(
                    "--config); %n is the node name."),
     config: Annotated[str | None, typer.Option(
         "--config", "-c", help="Cluster config, a file or a preset name: default target and "
-        "provisioned throughput [the running twin's or the head node's config]."
+        "provisioned throughput (default: the running twin's or the head node's config)."
     )] = None,
     instance_type: str | None = typer.Option(
         None, help="Instance type in the catalog: each client's network ceiling "
