@@ -98,6 +98,7 @@ class SweepResult:
     # left out, no verdict (toolkit.health.inventory.not_swept: powered-down dynamic nodes)
     skipped: dict[str, str] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)  # the pair jobs, in submission order
+    instance_type: str | None = None  # the nodes' (Slurm feature), when they share one
 
     def verdict_of(self, node: str) -> NodeVerdict:
         return next(v for v in self.verdicts if v.node == node)
@@ -305,7 +306,8 @@ def to_record(result: SweepResult, *, partition: str | None = None,
         reasons=[f"{v.verdict} {v.node}: {v.evidence}" for v in result.verdicts
                  if v.verdict != OK],
         cluster={"hosts": sorted(result.nodes), "nodes": len(result.nodes),
-                 "partition": partition, "job_id": ",".join(job_ids) or None},
+                 "partition": partition, "job_id": ",".join(job_ids) or None,
+                 "instance_type": result.instance_type},
         raw_logs=list(raw_logs))
 
 
@@ -574,6 +576,8 @@ def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
     result.method = test.method
     result.skipped = skipped
     result.job_ids = list(runner.job_ids)
+    types = {n.instance_type for n in chosen}
+    result.instance_type = types.pop() if len(types) == 1 else None
     if drain:
         drain_slow(result, slurmops.drain)
     return result
