@@ -124,9 +124,9 @@ def _no_slurm_env(home: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("argv", "code", "start"), [
-    (["health", "slow-nodes", "--size", "1Q", "--partition", "cpu"], 3, "--size: "),
-    (["health", "slow-nodes", "--size", "0", "--partition", "cpu"], 3, "--size: "),
-    (["health", "slow-nodes", "--timeout", "0", "--partition", "cpu"], 3, "--timeout 0 "),
+    (["health", "slow-nodes", "--size", "1Q", "--partition", "cpu"], 2, "--size: "),
+    (["health", "slow-nodes", "--size", "0", "--partition", "cpu"], 2, "--size: "),
+    (["health", "slow-nodes", "--timeout", "0", "--partition", "cpu"], 2, "--timeout 0 "),
 ])
 def test_bad_values_are_refused_before_slurm_is_asked(tmp_path: Path, argv: list[str],
                                                        code: int, start: str) -> None:

@@ -71,6 +71,22 @@ def test_nccl_parse_stores_its_record_and_log(tmp_path: Path, env: dict[str, str
     assert not (tmp_path / "home" / ".local").exists()
 
 
+def test_the_same_log_parsed_twice_is_stored_once(tmp_path: Path, env: dict[str, str]) -> None:
+    # each parse makes a record with a new id; the log's content (sha256) is what is stored
+    # once: a second parse says which result holds it, and trends see one run, not two
+    first = _pctk(env, "bench", "nccl", "parse", str(NCCL_LOG), "--json")
+    rid = json.loads(first.stdout)["id"]
+    again = _pctk(env, "bench", "nccl", "parse", str(NCCL_LOG), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["id"] != rid
+    assert f"already stored as {rid}" in again.stderr, again.stderr
+    listed = _pctk(env, "results", "list", "--json")
+    assert [r["id"] for r in json.loads(listed.stdout)] == [rid], listed.stdout
+    copy = tmp_path / "renamed.log"  # the same content under another name: the same run
+    copy.write_bytes(NCCL_LOG.read_bytes())
+    added = _pctk(env, "bench", "nccl", "parse", str(copy))
+    assert f"already stored as {rid}" in added.stderr, added.stderr
+
+
 def test_no_store_and_a_failing_store_keep_the_result(tmp_path: Path,
                                                       env: dict[str, str]) -> None:
     res = _pctk(env, "bench", "nccl", "parse", str(NCCL_LOG), "--no-store")

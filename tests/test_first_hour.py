@@ -151,6 +151,31 @@ def test_6_python_submits_to_the_running_twin_without_setup(hour):
     assert r.stdout.split() == ["42"]
 
 
+@pytest.mark.parametrize("argv", [
+    ["health", "run", "-p", "nosuch"],
+    ["health", "slow-nodes", "-p", "nosuch"],
+    ["bench", "collectives", "-N", "1", "-p", "nosuch", "--no-store"],
+    ["bench", "fsdp", "--model", "tiny", "-N", "1", "--gpus-per-node", "0", "-p", "nosuch",
+     "--no-store"],
+    # no --target, no --config: the running twin's config names /fsx; a preset name as
+    # every other command takes it
+    ["bench", "storage", "-N", "1", "-p", "nosuch", "--no-store"],
+    ["bench", "storage", "-N", "1", "-p", "nosuch", "--no-store", "--config", "p5-training"],
+])
+def test_7_health_and_bench_find_the_running_twin_without_local_env(hour, argv):
+    # each asks the twin's Slurm about partition `nosuch`: the answer is about the partition,
+    # not "no Slurm configuration, start the twin" while it runs
+    r = hour.pctk(*argv)
+    assert r.returncode in (2, 3), r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pctk: error: "), r.stderr
+    assert "nosuch" in lines[0] or "invalid partition" in lines[0].lower(), lines[0]
+    assert "configuration" not in lines[0] and "local up" not in lines[0], lines[0]
+    assert not (hour.work / "pctk-runs").exists()  # run folders live under the state root
+    if argv[:2] == ["bench", "storage"]:
+        assert list((hour.home / "runs").glob("storage-*")), "no run folder under PCTK_HOME"
+
+
 def test_99_down_purge_removes_every_twin_and_its_stand_ins(hour):
     hour.ok("local", "down", "--purge")
     hour.ok("local", "down", "--purge", "--cluster", "mine")

@@ -37,6 +37,12 @@ PLAIN_BOX = box.Box(
 PIPE_WIDTH = 100_000
 
 OK, FAILED, UNUSABLE, NOT_RUNNING, INTERRUPTED = 0, 1, 2, 3, 130
+# README's table of exit codes (tests/test_exit_codes.py holds every command to it)
+EXIT_CODES = {OK: "ok", FAILED: "a check failed or found problems",
+              UNUSABLE: "unusable input or environment", NOT_RUNNING: "not running",
+              INTERRUPTED: "interrupted"}
+# the one exception: monitors call it directly (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)
+NAGIOS_COMMANDS = ("pctk health run",)
 
 JSON_HELP = "Print machine-readable JSON (nothing else on stdout)."
 # every command spells it ``as_json: bool = JsonOption``

@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from toolkit.errors import PctkError
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> Path:
     target = Path(path)
@@ -26,6 +28,17 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | No
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return target
+
+
+def require_parent(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """An output file the user named: its folder must exist (a typo'd path is refused, not
+    created, as root, somewhere under /)."""
+    target = Path(path)
+    parent = target.parent
+    if not parent.is_dir():
+        raise PctkError(f"{option} {target}: folder {parent} does not exist",
+                        f"create it first (mkdir -p {parent}) or write somewhere else")
     return target
 
 

@@ -88,3 +88,39 @@ def test_pctk_bench_fsdp_on_the_twin(twin, tmp_path: Path, launcher: str) -> Non
     assert rec["params"]["world_size"] == 4 and rec["params"]["ranks_per_node"] == 2
     assert len(rec["metrics"]["checkpoint_saves"]) == 2
     assert sorted(losses) == list(range(1, 7))
+
+
+def test_ctrl_c_during_bench_fsdp_names_the_job_that_keeps_running(twin, tmp_path: Path
+                                                                   ) -> None:
+    # Ctrl-C used to exit 130 without a word, the job left running unnamed: now as
+    # `pctk submit --wait`, one line naming the job and how to cancel it
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "pctk"), "bench", "fsdp", "--model", "tiny",
+         "--nodes", "1", "--tasks-per-node", "1", "--gpus-per-node", "0", "--partition", "cpu",
+         "--steps", "100000", "--run-dir", str(tmp_path), "--timeout", "600", "--no-store"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job_id = ""
+    try:
+        deadline = time.monotonic() + 120
+        while not (logs := list(tmp_path.glob("slurm-*.out"))):
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+            time.sleep(0.2)
+        job_id = logs[0].stem.split("-")[1]
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        # the last line (progress lines go to stderr too when it is not a terminal)
+        assert err.splitlines()[-1] == (f"pctk: stopped waiting; job {job_id} keeps running. "
+                                        f"Cancel with: scancel {job_id}"), err
+        assert "Traceback" not in err
+        state = twin.cmd("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
+        assert state in ("RUNNING", "PENDING", "CONFIGURING"), state
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if job_id:
+            twin.cmd("scancel", job_id, check=False)

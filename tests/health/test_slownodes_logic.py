@@ -88,7 +88,7 @@ def test_a_node_that_never_starts_fails_and_its_partner_is_cleared():
     speed["n03"] = None
     r = run_sweep(nodes, _measure(speed, []))
     assert r.verdict_of("n03").verdict == FAIL and r.verdict_of("n04").verdict == OK
-    assert "did not start" in r.verdict_of("n03").evidence and exit_code(r) == 2
+    assert "did not start" in r.verdict_of("n03").evidence and exit_code(r) == 1
 
 
 def _losing(speed: dict[str, float | None], calls: list[list[tuple[str, str]]],
@@ -119,7 +119,7 @@ def test_a_node_slurm_sets_down_fails_at_once_and_its_partner_is_retested():
     # control pair, and the sweep ends after round 2
     assert r.rounds == 2 and [x for c in calls[1:] for p in c for x in p].count("n03") == 0
     assert r.verdict_of("n04").verdict == OK and r.blamed == ["n03"]
-    assert exit_code(r) == 2
+    assert exit_code(r) == 1
 
 
 def test_a_suspect_whose_good_partner_is_lost_gets_no_strike():
@@ -237,3 +237,92 @@ def test_pair_commands_for_both_methods(tmp_path):
     assert (gbps, err) == (pytest.approx(24.3607), None)
     gbps, err = PairTest(method="nccl-tests").figure(tmp_path / "x", tmp_path / "none.out")
     assert gbps is None and err
+
+
+def _loaded_after_round_1(speed: dict[str, float], noisy: set[tuple[str, str]],
+                          scale: float, calls: list[list[tuple[str, str]]] | None = None):
+    """Round 1 at full speed but with the pairs in ``noisy`` hit by a busy moment; from
+    round 2 on the whole machine runs at ``scale`` of round 1's speed (host load)."""
+    def measure(rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        if calls is not None:
+            calls.append(pairs)
+        out = []
+        for a, b in pairs:
+            fig = min(speed[a], speed[b]) * (1.0 if rnd == 1 else scale)
+            if rnd == 1 and (a, b) in noisy:
+                fig = 0.3
+            out.append(PairResult(rnd, (a, b), fig))
+        return out
+    return measure
+
+
+def test_a_busy_round_without_control_pairs_blames_no_healthy_node():
+    # 8 nodes, n08 slowed; a busy moment makes round 1's n05-n06 pair slow too, so four
+    # suspects meet four good nodes: with all four as partners no control pair would run, and
+    # the retests (at a third of round 1's speed: load) would be judged against round 1
+    nodes = _nodes(8)
+    speed = {x: 1.0 for x in nodes}
+    speed["n08"] = 0.05
+    r = run_sweep(nodes, _loaded_after_round_1(speed, {("n05", "n06")}, 0.3))
+    assert r.blamed == ["n08"], r.verdicts
+    assert r.verdict_of("n08").verdict == SLOW
+
+
+def test_four_nodes_re_measure_a_control_pair_before_blaming():
+    # 4 nodes: both good nodes are partners in round 2, so no control pair can run beside
+    # the retests; a loaded round 2 must not make c1 (healthy) slow against round 1's median
+    speed = {"c1": 1.0, "c2": 0.05, "c3": 1.0, "c4": 1.0}
+    nodes = ["c3", "c4", "c1", "c2"]
+    calls: list[list[tuple[str, str]]] = []
+    r = run_sweep(nodes, _loaded_after_round_1(speed, set(), 0.25, calls))
+    assert r.blamed == ["c2"], r.verdicts
+    assert r.verdict_of("c1").verdict == OK
+
+
+def test_powered_down_dynamic_nodes_are_skipped_by_the_rule_health_run_uses():
+    # one rule for every sweep (toolkit.health.inventory.not_swept): idle~ is a dynamic
+    # node's normal state, so slow-nodes leaves it out without a verdict, as health run SKIPs
+    from toolkit.health.inventory import SlurmNode, not_swept
+    from toolkit.health.slownodes import choose_nodes
+    from toolkit.health.sweep import SKIP, node_state_check
+
+    def node(name: str, state: str, reason: str = "") -> SlurmNode:
+        return SlurmNode(name, ("cpu",), state, reason, (), "")
+
+    chosen = [node("a", "idle"), node("b", "idle"), node("c", "idle+cloud+powered_down"),
+              node("d", "down+not_responding", "Not responding")]
+    names, down, skipped = choose_nodes(chosen)
+    assert names == ["a", "b", "d"] and list(skipped) == ["c"]
+    assert down == {"d": "down+not_responding (Not responding)"}
+    assert node_state_check(chosen[2]).status == SKIP
+    assert node_state_check(chosen[2]).message == not_swept(chosen[2]) == skipped["c"]
+    r = run_sweep(names, _measure({"a": 1.0, "b": 1.0}, []), down=down)
+    assert [v.node for v in r.verdicts] == ["a", "b", "d"] and r.blamed == ["d"]
+
+
+def test_a_sweep_is_a_record_kept_in_the_results_history(tmp_path, capsys, monkeypatch):
+    # slow-node sweeps were not kept: now a `slow-nodes` record like every other run's,
+    # stored by the command (or `results add`) and listed by `results list`
+    import json
+
+    from benchmarks.record import write_record
+    from toolkit.cli import main
+    from toolkit.health.slownodes import to_record
+
+    monkeypatch.setenv("PCTK_HOME", str(tmp_path / "home"))
+    nodes = _nodes(8)
+    speed: dict[str, float | None] = {x: 1.0 for x in nodes}
+    speed["n05"] = 0.05
+    rec = to_record(run_sweep(nodes, _measure(speed, [])), partition="cpu", job_ids=["7", "8"])
+    assert rec["kind"] == "slow-nodes" and rec["verdict"]["status"] == "FAIL"
+    assert rec["verdict"]["reasons"][0].startswith("SLOW n05: ")
+    assert rec["cluster"]["nodes"] == 8 and rec["cluster"]["job_id"] == "7,8"
+    path = write_record(tmp_path / "record.json", rec)
+    db = tmp_path / "results.db"
+    assert main(["results", "add", str(path), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["results", "list", "--db", str(db), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["id"], r["kind"]) for r in listed] == [(rec["id"], "slow-nodes")]
+    from toolkit.results.metrics import headline
+    assert headline(rec) == "median pair 1 GB/s; blamed n05"

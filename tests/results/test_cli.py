@@ -132,6 +132,7 @@ def test_baseline_set_and_list(tmp_path: Path, db: Path, pctk: Run) -> None:
 def test_report_command_writes_html(tmp_path: Path, db: Path, pctk: Run) -> None:
     pctk("results", "add", write(tmp_path, records.fsdp_record()), "--db", db)
     out_file = tmp_path / "r" / "report.html"
+    out_file.parent.mkdir()
     code, out, _ = pctk("report", "--out", out_file, "--db", db, "--json")
     assert code == 0 and json.loads(out) == {"path": str(out_file), "results": 1}
     assert out_file.read_text().startswith("<!DOCTYPE html>")
@@ -152,3 +153,15 @@ def test_compare_says_nothing_to_compare_instead_of_an_empty_table(tmp_path: Pat
     assert "all_reduce" in out  # the nccl-tests comparison is still a table
     titles = [line for line in out.splitlines() if line.strip().startswith("fsdp")]
     assert len(titles) == 1  # one line for fsdp, no table title over zero rows
+
+
+def test_report_refuses_a_missing_folder_instead_of_creating_it(tmp_path: Path, db: Path,
+                                                                pctk: Run) -> None:
+    # `report -o /missing/dir/x.html` made /missing/dir (as root, at /): a typo'd path is
+    # refused in one line, exit 2, and nothing is created
+    pctk("results", "add", write(tmp_path, records.fsdp_record()), "--db", db)
+    out_file = tmp_path / "missing" / "dir" / "x.html"
+    code, out, err = pctk("report", "-o", out_file, "--db", db)
+    assert code == 2 and out == "", out
+    assert err.count("\n") == 1 and err.startswith("pctk: error: ") and "missing" in err, err
+    assert not (tmp_path / "missing").exists()

@@ -85,3 +85,41 @@ def test_every_option_spelling_is_real_sbatch(twin, tmp_path: Path) -> None:  # 
                    array="0-1", dependency="singleton", extra=("--comment=pctk",))
     r = slurm.sbatch_test_only(sbatch_options(spec))
     assert r.returncode == 0, r.stderr
+
+
+def test_every_launcher_sets_the_efa_environment_of_efa_py() -> None:
+    # bench fsdp's scripts lacked FI_PROVIDER, FI_EFA_USE_HUGE_PAGE, NCCL_SOCKET_IFNAME and
+    # TORCH_NCCL_ASYNC_ERROR_HANDLING that `pctk submit` sets: one list (toolkit/submit/efa.py)
+    # rendered by one function (jobspec.env_exports) for the generated scripts, and the
+    # static scripts in sbatch/ checked against the same list
+    import re
+
+    from toolkit.bench.fsdp.driver import FsdpJob, render_sbatch
+    from toolkit.submit.efa import DEBUG_ENV, EFA_ENV, TORCH_ENV, efa_env
+    from toolkit.submit.jobspec import env_exports
+
+    want = env_exports(efa_env(True))
+    submit = render_script(CommandJob(argv=["python", "t.py"], queue="gpu", nodes=2,
+                                      gpus_per_node=8, efa=True), RUN).splitlines()
+    gpu = render_sbatch(FsdpJob(nodes=2, model="8b", run_dir=RUN)).splitlines()
+    cpu = render_sbatch(FsdpJob(nodes=2, model="tiny", run_dir=RUN, gpus_per_node=0))
+    assert [x for x in submit if x in want] == want
+    assert [x for x in gpu if x in want] == want
+    assert "FI_PROVIDER" not in cpu  # a CPU job (the twin, gloo) gets no EFA settings
+    no_efa = FsdpJob(nodes=1, model="8b", run_dir=RUN, efa=False)  # e.g. g5.xlarge
+    assert "FI_PROVIDER" not in render_sbatch(no_efa)
+
+    def exported(script: str) -> dict[str, str]:
+        text = (code_root() / "sbatch" / script).read_text()
+        out = {}
+        for name, value in re.findall(r'^export (\w+)="?([^"\n]*)"?$', text, re.M):
+            m = re.fullmatch(r"\$\{\w+:-(.*)\}", value)  # ${X:-default}: the user's wins
+            out[name] = m.group(1) if m else value
+        return out
+
+    for script, groups in (("fsdp.sbatch", (EFA_ENV, TORCH_ENV)),
+                           ("collectives.sbatch", (EFA_ENV, TORCH_ENV, DEBUG_ENV)),
+                           ("nccl-tests.sbatch", (EFA_ENV, DEBUG_ENV))):
+        found = exported(script)
+        for v in (v for g in groups for v in g):
+            assert found.get(v.name) == v.value, (script, v.name, found.get(v.name))

@@ -282,3 +282,23 @@ def _exited(pid: int, timeout: float = 15.0) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def test_slow_nodes_skips_powered_down_nodes_or_powers_them_up_on_request(ptwin, tmp_path):
+    # a dynamic node is powered down between jobs: slow-nodes skips it (no FAIL) and says so,
+    # as health run does; --include-powered-down powers it up and sweeps it
+    pctk = str(Path(sys.executable).parent / "pctk")
+    _until("dynamic nodes powered down", lambda: _powered_down(ptwin, DYNAMIC), timeout=120)
+    base = [pctk, "health", "slow-nodes", "--nodes", f"{STATIC},cpu-dy-c5-1", "--size", "1M",
+            "--iters", "2", "--timeout", "120", "--workdir", str(tmp_path)]
+    r = subprocess.run(base, capture_output=True, text=True, env=ptwin.env, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "cpu-dy-c5-1" in r.stderr, r.stderr
+    assert "--include-powered-down" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([*base, "--include-powered-down", "--json"], capture_output=True,
+                       text=True, env=ptwin.env, timeout=600)
+    res = json.loads(r.stdout)
+    assert {v["node"]: v["verdict"] for v in res["verdicts"]} == {
+        STATIC: "OK", "cpu-dy-c5-1": "OK"}, r.stderr
+    assert r.returncode == 0 and res["skipped"] == {}
+    assert "stored slow-nodes result" in r.stderr, r.stderr  # kept in the results history

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from benchmarks.health.runner import CHECKS
+from benchmarks.record import write_record
 from benchmarks.vocab import parse_bytes
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, exit_with
@@ -27,6 +28,7 @@ from toolkit.health.sweep import SweepOptions, run_sweep
 from toolkit.paths import health_dir
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
+from toolkit.submit.longrun import long_command
 
 app = typer.Typer(help="Node health: GPUs, EFA, storage, munge, clock; drain and resume.",
                   no_args_is_help=True)
@@ -66,31 +68,32 @@ def run_command(
     db: Path | None = DbOption,
 ) -> None:
     """Check nodes in one Slurm job per partition; print a node x check table."""
-    opts = SweepOptions(
-        nodes=nodes, partition=partition, level=level, drain=drain,
-        resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
-        tool_path=list(tool_path or []),
-        checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
-        dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
-        run_dir=run_dir.absolute() if run_dir else None,
-    )
-    if python:
-        opts.python = python
-    with ProgressLines("health sweep") as progress:
-        opts.progress = progress.update
-        result = run_sweep(opts)
-    record = report.to_record(result)  # one id for every copy, so it is stored once
-    record_path = report.write(result, result.run_dir / "record.json", record)
-    if out is not None:
-        report.write(result, out, record)
-    if as_json:
-        emit_json(record)
-    else:
-        report.print_report(result)
-        cli_console().print(f"record: {out or record_path}", highlight=False)
-    if store:
-        store_finished_run(record_path, db)
-    exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
+    with long_command():
+        opts = SweepOptions(
+            nodes=nodes, partition=partition, level=level, drain=drain,
+            resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
+            tool_path=list(tool_path or []),
+            checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
+            dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
+            run_dir=run_dir.absolute() if run_dir else None,
+        )
+        if python:
+            opts.python = python
+        with ProgressLines("health sweep") as progress:
+            opts.progress = progress.update
+            result = run_sweep(opts)
+        record = report.to_record(result)  # one id for every copy, so it is stored once
+        record_path = report.write(result, result.run_dir / "record.json", record)
+        if out is not None:
+            report.write(result, out, record)
+        if as_json:
+            emit_json(record)
+        else:
+            report.print_report(result)
+            cli_console().print(f"record: {out or record_path}", highlight=False)
+        if store:
+            store_finished_run(record_path, db)
+        exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 
 
 @app.command("slow-nodes")
@@ -116,46 +119,55 @@ def slow_nodes_command(
                                         "records [$PCTK_HOME/health/slow-nodes-TIME]."),
     python: str | None = typer.Option(None, "--python", help="Python on the nodes."),
     nccl_tests_dir: str | None = typer.Option(None, "--nccl-tests-dir"),
+    store: bool = StoreOption,
+    db: Path | None = DbOption,
+    include_powered_down: bool = typer.Option(
+        False, "--include-powered-down", help="Power up the selected powered-down dynamic "
+        "nodes (idle~) and sweep them too; by default they are skipped, as `health run` does."),
     as_json: bool = JsonOption,
 ) -> None:
     """Find slow nodes: pair them, test every pair at once, re-pair suspects with good nodes.
 
-    Exit 0 all OK, 1 a suspect left unresolved, 2 a node SLOW or FAIL, 3 unusable input.
+    Exit 0 all OK, 1 a node SLOW, FAIL or left UNRESOLVED, 2 unusable input or environment.
     """
-    if method not in ("torch", "nccl-tests"):
-        raise HealthInputError(f"unknown --method {method!r}", "use torch or nccl-tests")
-    if collective not in ("all_reduce", "sendrecv"):
-        raise HealthInputError(f"unknown --collective {collective!r}",
-                               "use all_reduce or sendrecv")
-    try:
-        if parse_bytes(size) < 1:
-            raise ValueError(f"{size!r} is zero bytes")
-    except ValueError as exc:
-        raise HealthInputError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
-    if timeout <= 0:
-        raise HealthInputError(f"--timeout {timeout:g} must be more than 0 seconds")
-    test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
-                              nccl_tests_dir=nccl_tests_dir)
-    if python:
-        test.python = python
-    folder = workdir or health_dir() / time.strftime("slow-nodes-%Y%m%d-%H%M%S")
-    try:
-        with ProgressLines("slow-node sweep") as progress:
-            result = slownodes.sweep_partition(
-                nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
-                threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
-                progress=progress.update)
-    except PctkError as exc:
-        if isinstance(exc, HealthInputError):
-            raise
-        raise HealthInputError(exc.message, exc.hint) from None
-    atomic_write_json(folder / "slow-nodes.json", result.to_json())
-    if as_json:
-        emit_json(result.to_json(), sort_keys=False)
-    else:
-        slownodes.print_report(result)
-        cli_console().print(f"pair records: {folder}", highlight=False)
-    exit_with(slownodes.exit_code(result))
+    with long_command():
+        if method not in ("torch", "nccl-tests"):
+            raise PctkError(f"unknown --method {method!r}", "use torch or nccl-tests")
+        if collective not in ("all_reduce", "sendrecv"):
+            raise PctkError(f"unknown --collective {collective!r}", "use all_reduce or sendrecv")
+        try:
+            if parse_bytes(size) < 1:
+                raise ValueError(f"{size!r} is zero bytes")
+        except ValueError as exc:
+            raise PctkError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
+        if timeout <= 0:
+            raise PctkError(f"--timeout {timeout:g} must be more than 0 seconds")
+        test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
+                                  nccl_tests_dir=nccl_tests_dir)
+        if python:
+            test.python = python
+        folder = workdir or health_dir() / time.strftime("slow-nodes-%Y%m%d-%H%M%S")
+        try:
+            with ProgressLines("slow-node sweep") as progress:
+                result = slownodes.sweep_partition(
+                    nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
+                    threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
+                    progress=progress.update, include_powered_down=include_powered_down)
+        except HealthInputError as exc:  # health run's Nagios UNKNOWN (3); here unusable (2)
+            raise PctkError(exc.message, exc.hint) from None
+        atomic_write_json(folder / "slow-nodes.json", result.to_json())
+        # a record like every other run's, kept in the results history (`results list`)
+        logs = sorted(p.name for p in folder.glob("r*.out"))
+        record_path = write_record(folder / "record.json", slownodes.to_record(
+            result, partition=partition, job_ids=result.job_ids, raw_logs=logs))
+        if as_json:
+            emit_json(result.to_json(), sort_keys=False)
+        else:
+            slownodes.print_report(result)
+            cli_console().print(f"pair records: {folder}", highlight=False)
+        if store:
+            store_finished_run(record_path, db)
+        exit_with(slownodes.exit_code(result))
 
 
 @app.command("expectations")

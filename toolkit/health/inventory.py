@@ -25,6 +25,15 @@ class HealthInputError(PctkError):
     exit_code = 3
 
 
+def not_swept(node: SlurmNode) -> str | None:
+    """Why a sweep (``health run``, ``health slow-nodes``) leaves a selected node out without a
+    verdict, or None. One rule for both: a powered-down dynamic node (``idle~``) is not running,
+    which is its normal state between jobs; it is skipped and said so, never FAILed."""
+    if node.powered_down:
+        return f"{node.state}: powered down (dynamic node not running)"
+    return None
+
+
 @dataclass(frozen=True)
 class SlurmNode:
     name: str

@@ -52,7 +52,7 @@ from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.health import slurmops
-from toolkit.health.inventory import read_nodes, select_nodes
+from toolkit.health.inventory import SlurmNode, not_swept, read_nodes, select_nodes
 from toolkit.paths import code_root
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
@@ -95,6 +95,10 @@ class SweepResult:
     drain_refused: str | None = None
     wall_s: float = 0.0
     method: str = ""
+    # left out, no verdict (toolkit.health.inventory.not_swept: powered-down dynamic nodes)
+    skipped: dict[str, str] = field(default_factory=dict)
+    job_ids: list[str] = field(default_factory=list)  # the pair jobs, in submission order
+    instance_type: str | None = None  # the nodes' (Slurm feature), when they share one
 
     def verdict_of(self, node: str) -> NodeVerdict:
         return next(v for v in self.verdicts if v.node == node)
@@ -111,6 +115,7 @@ class SweepResult:
             "pairs": [{**asdict(p), "nodes": list(p.nodes)} for p in self.pairs],
             "verdicts": [asdict(v) for v in self.verdicts],
             "blamed": self.blamed, "drained": self.drained, "drain_refused": self.drain_refused,
+            "skipped": self.skipped,
         }
 
 
@@ -142,9 +147,8 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
     live = [n for n in dict.fromkeys(nodes) if n not in down]
     if len(live) < 2:
         raise PctkError(f"a pairwise sweep needs at least 2 usable nodes (have {len(live)}; "
-                        f"set aside: {len(down)} down or powered down)",
-                        "name more nodes with --nodes or --partition; powered-down dynamic "
-                        "nodes (idle~) are not launched for a sweep: run a job on them first")
+                        f"set aside: {len(down)} down)",
+                        "name more nodes with --nodes or --partition")
     limit = max_rounds or default_max_rounds(len(live))
     pairs: list[PairResult] = []
     good: set[str] = set()
@@ -184,8 +188,14 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
     while pending and rounds < limit and good:
         rounds += 1
         free = sorted(good)
+        # two good nodes stay free for a control pair when there are three or more: a
+        # suspect is judged against pairs measured at the same moment, never against round 1
+        # alone (on a loaded machine a later round may run at a fraction of round 1's speed)
+        reserve = 2 if len(free) >= 3 else 0
         batch: list[tuple[str, str]] = []
         for s in pending:
+            if len(free) - 1 < reserve:
+                break  # the other suspects wait for the next round
             # a confirmation takes another partner than the first strike's
             used = {x for p in strikes.get(s, []) for x in p.nodes}
             g = next((x for x in free if x not in used), None)
@@ -202,17 +212,30 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
         pairs += results
         note_lost(results)
         ctrl = [r.gbps for r in results[len(batch):] if r.gbps is not None]
-        ref_now = statistics.median(ctrl) if ctrl else ref
-        for (s, _), r in zip(batch, results[:len(batch)], strict=True):
+        retests = results[:len(batch)]
+        if not ctrl and any(not is_fast(r, ref) or r.gbps is None for r in retests):
+            # no control pair could run beside the retests (two good nodes, both partners):
+            # measure one right after, before anyone is blamed on round 1's figure
+            partners = sorted({g for _, g in batch if g in good})[:2]
+            if len(partners) == 2:
+                progress(f"round {rounds}: a control pair re-measured after the retests")
+                again = measure(rounds, [(partners[0], partners[1])])
+                pairs += again
+                note_lost(again)
+                ctrl = [r.gbps for r in again if r.gbps is not None]
+        ref_now = statistics.median(ctrl) if ctrl else None
+        for (s, _), r in zip(batch, retests, strict=True):
             if s in lost:
                 pending.remove(s)
                 continue
-            if is_fast(r, ref_now):
+            if is_fast(r, ref_now if ref_now is not None else ref):
                 good.add(s)
                 strikes.pop(s, None)
                 pending.remove(s)
                 continue
-            if r.lost:  # the good partner was lost, not s: no strike, s waits for another
+            if r.lost or ref_now is None:
+                # the good partner was lost, not s; or no pair of good nodes gave a figure
+                # this round to judge by: no strike, s waits for another round
                 continue
             strikes.setdefault(s, []).append(r)
             if len(strikes[s]) >= confirm:
@@ -262,6 +285,30 @@ def _judge(live: list[str], down: dict[str, str], pairs: list[PairResult],
     return SweepResult(nodes=[*live, *down], threshold=threshold, rounds=rounds,
                        max_rounds=limit, median_gbps=median, pairs=pairs, verdicts=verdicts,
                        wall_s=wall)
+
+
+def to_record(result: SweepResult, *, partition: str | None = None,
+              job_ids: Sequence[str] = (), raw_logs: Sequence[str] = ()) -> dict[str, Any]:
+    """The sweep as a ``pctk.result/v1`` record of kind ``slow-nodes``, kept in the results
+    history like every other run: PASS no node blamed, FAIL a node SLOW or FAIL, WARN a
+    suspect left UNRESOLVED."""
+    from benchmarks.record import new_record
+
+    kinds = {v.verdict for v in result.verdicts}
+    status = "FAIL" if kinds & {SLOW, FAIL} else "WARN" if UNRESOLVED in kinds else "PASS"
+    body = result.to_json()
+    return new_record(
+        "slow-nodes",
+        params={k: body[k] for k in ("method", "threshold", "max_rounds")},
+        metrics={k: body[k] for k in ("rounds", "median_gbps", "wall_s", "pairs", "verdicts",
+                                      "blamed", "drained", "drain_refused", "skipped")},
+        status=status,
+        reasons=[f"{v.verdict} {v.node}: {v.evidence}" for v in result.verdicts
+                 if v.verdict != OK],
+        cluster={"hosts": sorted(result.nodes), "nodes": len(result.nodes),
+                 "partition": partition, "job_id": ",".join(job_ids) or None,
+                 "instance_type": result.instance_type},
+        raw_logs=list(raw_logs))
 
 
 def drain_slow(result: SweepResult, drain: Callable[[str, str], None]) -> None:
@@ -463,25 +510,74 @@ def print_report(result: SweepResult) -> None:
         console.print(f"drained: {', '.join(result.drained)}", highlight=False)
     if result.drain_refused:
         console.print(f"[yellow]{result.drain_refused}[/]")
+    if result.skipped:
+        console.print(f"skipped, powered down: {', '.join(result.skipped)} (dynamic nodes "
+                      "not running; --include-powered-down powers them up for the sweep)",
+                      highlight=False)
 
 
 def exit_code(result: SweepResult) -> int:
-    """Nagios codes as `pctk health run`: 2 a node SLOW or FAIL, 1 UNRESOLVED, else 0."""
+    """pctk's rule (README, exit codes): 1 findings (a node SLOW, FAIL or UNRESOLVED), else 0;
+    unusable input is a :class:`PctkError` (2)."""
     kinds = {v.verdict for v in result.verdicts}
-    return 2 if kinds & {SLOW, FAIL} else 1 if UNRESOLVED in kinds else 0
+    return 1 if kinds & {SLOW, FAIL, UNRESOLVED} else 0
+
+
+def power_up(names: list[str], timeout: float,
+             progress: Callable[[str], None]) -> dict[str, SlurmNode]:
+    """Power dynamic nodes up (``scontrol update State=POWER_UP``, as a job would) and wait
+    until each runs or ``timeout`` passes; returns the nodes as Slurm then shows them."""
+    r = slurm.update_nodes(names, State="POWER_UP")
+    if r.returncode != 0:
+        raise PctkError(f"could not power up {','.join(names)}: {slurm.error_line(r)}")
+    deadline = time.monotonic() + timeout
+    while True:
+        now = {n: v for n, v in read_nodes().items() if n in names}
+        waiting = [n for n in names if n not in now or now[n].powered_down
+                   or not now[n].responsive]
+        if not waiting or time.monotonic() > deadline:
+            return now
+        progress(f"powering up {len(waiting)} node(s): {', '.join(waiting)}")
+        time.sleep(1.0)
+
+
+def choose_nodes(chosen: list[SlurmNode]) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """(nodes to sweep, down: node -> why (FAIL), skipped: node -> why (no verdict))."""
+    skipped = {n.name: why for n in chosen if (why := not_swept(n))}
+    down = {n.name: f"{n.state} ({n.reason})" for n in chosen
+            if n.name not in skipped and not n.responsive}
+    return [n.name for n in chosen if n.name not in skipped], down, skipped
 
 
 def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
                     workdir: Path, threshold: float, max_rounds: int | None, timeout: float,
-                    drain: bool, progress: Callable[[str], None]) -> SweepResult:
-    """The Slurm side: choose the nodes, set aside those Slurm has down, sweep, drain."""
+                    drain: bool, progress: Callable[[str], None],
+                    include_powered_down: bool = False) -> SweepResult:
+    """The Slurm side: choose the nodes (powered-down ones skipped, or powered up first),
+    set aside those Slurm has down, sweep, drain."""
     chosen = select_nodes(read_nodes(), nodes, partition)
-    down = {n.name: f"{n.state} ({n.reason})" for n in chosen
-            if not n.responsive or n.powered_down}
+    names, down, skipped = choose_nodes(chosen)
+    if include_powered_down and skipped:
+        now = power_up(list(skipped), timeout, progress)
+        for n in list(skipped):
+            names.append(n)
+            if n not in now or now[n].powered_down or not now[n].responsive:
+                st = now[n].state if n in now else "unknown"
+                down[n] = f"{st}: not powered up within {timeout:g} s"
+        skipped = {}
+    if len(names) - len(down) < 2 and skipped:
+        raise PctkError(
+            f"a pairwise sweep needs at least 2 running nodes; {len(skipped)} powered down "
+            f"(skipped: {', '.join(skipped)})",
+            "add --include-powered-down to power them up for the sweep, or name more nodes")
     runner = SlurmPairs(test=test, workdir=workdir, partition=partition, timeout=timeout)
-    result = run_sweep([n.name for n in chosen], runner, threshold=threshold,
+    result = run_sweep(names, runner, threshold=threshold,
                        max_rounds=max_rounds, down=down, progress=progress)
     result.method = test.method
+    result.skipped = skipped
+    result.job_ids = list(runner.job_ids)
+    types = {n.instance_type for n in chosen}
+    result.instance_type = types.pop() if len(types) == 1 else None
     if drain:
         drain_slow(result, slurmops.drain)
     return result

@@ -32,7 +32,13 @@ from benchmarks.health.status import FAIL, OK, SKIP, WARN, CheckResult
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.health.expect import build_expectations
-from toolkit.health.inventory import HealthInputError, SlurmNode, read_nodes, select_nodes
+from toolkit.health.inventory import (
+    HealthInputError,
+    SlurmNode,
+    not_swept,
+    read_nodes,
+    select_nodes,
+)
 from toolkit.paths import code_root, health_dir, sbatch_script
 from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
@@ -114,8 +120,8 @@ class SweepResult:
 def node_state_check(node: SlurmNode, rechecked: bool = False) -> CheckResult:
     """The ``node`` check: Slurm's state and reason, judged before any job runs."""
     value = {"state": node.state, "reason": node.reason or None}
-    if node.powered_down:
-        return CheckResult(SKIP, value, "powered up", f"{node.state}: cloud node not running")
+    if skipped := not_swept(node):
+        return CheckResult(SKIP, value, "powered up", skipped)
     if not node.responsive:
         why = f"{node.state}" + (f" ({node.reason})" if node.reason else "")
         return CheckResult(FAIL, value, "responding", why, "check slurmd on the node "

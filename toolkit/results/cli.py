@@ -19,6 +19,7 @@ from toolkit.cliopts import DbOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
+from toolkit.fsutil import require_parent
 from toolkit.results import metrics as m
 from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
@@ -217,8 +218,10 @@ def add(
              "missing_logs": d.missing_logs, "refused_logs": d.refused_logs} for d in done]})
         return
     for d in done:
-        state = "added" if d.new else "already stored"
-        typer.echo(f"{state} {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
+        if d.new:
+            typer.echo(f"added {d.kind} {d.id} from {d.path} ({d.logs} raw log(s))")
+        else:
+            typer.echo(f"{d.kind} from {d.path}: already stored as {d.id}")
     typer.echo(f"database: {db_path}")
 
 
@@ -424,6 +427,7 @@ def report_command(
     from toolkit.results.report import render_report  # matplotlib
 
     limit = parse_threshold(threshold)
+    require_parent(out)
     with open_store(db) as store:
         report = render_report(store, cluster, instance_type, limit)
     path = report.write(out)

@@ -96,6 +96,7 @@ def store_record_files(store: ResultStore, loaded: Sequence[RecordFile]) -> list
     for item in loaded:
         new = not store.has(item.record["id"])
         rid = store.add(item.record, raw_logs=item.logs)
+        new = new and rid == item.record["id"]  # else: the same raw logs were stored as rid
         done.append(Ingested(item.path, rid, item.record["kind"], new, len(item.logs),
                              item.missing_logs, item.refused_logs))
     return done
@@ -124,9 +125,12 @@ def store_finished_run(record: Path | dict[str, Any], db: Path | None = None,
         return None
     for name in [*done.missing_logs, *done.refused_logs]:
         print(f"pctk: warning: raw log not kept: {name}", file=sys.stderr)
-    state = "stored" if done.new else "already stored"
-    print(f"{state} {done.kind} result {done.id} in {where} ({done.logs} raw log(s))",
-          file=sys.stderr)
+    if done.new:
+        print(f"stored {done.kind} result {done.id} in {where} ({done.logs} raw log(s))",
+              file=sys.stderr)
+    else:
+        print(f"{done.kind} result already stored as {done.id} in {where} (same record or "
+              "same raw logs)", file=sys.stderr)
     return done
 
 

@@ -289,6 +289,14 @@ def headline(record: dict[str, Any]) -> str:
         summary = " ".join(f"{s}={counts[s]}" for s in (*HEALTH_STATUSES, "UNKNOWN")
                            if s in counts)
         return f"{len(matrix)} nodes: {summary}" if matrix else "no checks"
+    if kind == "slow-nodes":
+        m = record.get("metrics") or {}
+        median = m.get("median_gbps")
+        blamed = m.get("blamed") or []
+        fig = f"median pair {median:.3g} GB/s" if isinstance(median, int | float) else \
+            "no figure"
+        return f"{fig}; " + (f"blamed {', '.join(map(str, blamed))}" if blamed else
+                             "no slow node")
     return ""
 
 

@@ -285,7 +285,10 @@ class ResultStore:
         A log given as a path is the caller's choice; a :class:`NamedLog` is one a record
         named, opened only inside the record's folder (see :mod:`toolkit.results.rawlogs`).
         Adding a record whose id is already stored changes nothing (ingestion is
-        idempotent, so a driver can re-ingest a whole folder).
+        idempotent, so a driver can re-ingest a whole folder). So does a record of a kind
+        already stored from the very same raw logs (by content, sha256): the same nccl-tests
+        log parsed twice is one result, not two that skew trends and baselines; the id
+        returned is then the stored one.
         """
         validate_record(record)
         rid = record["id"]
@@ -295,6 +298,8 @@ class ResultStore:
         cluster, instance_type = group_key(record)
         nodes = (record.get("cluster") or {}).get("nodes")
         logs = [self._keep_log(p if isinstance(p, RawLog) else Path(p)) for p in raw_logs]
+        if logs and (same := self.stored_from(record["kind"], {sha for _, sha, _ in logs})):
+            return same
         with self._transaction() as conn:
             conn.execute(
                 "INSERT INTO results (id, kind, created, cluster, instance_type, nodes, status,"
@@ -309,6 +314,19 @@ class ResultStore:
                 [(rid, name, sha, size) for name, sha, size in logs],
             )
         return rid
+
+    def stored_from(self, kind: str, hashes: set[str]) -> str | None:
+        """The id of a stored ``kind`` result whose raw logs are exactly these contents."""
+        marks = ",".join("?" * len(hashes))
+        rows = self._conn.execute(
+            "SELECT l.result_id AS rid, l.sha256 AS sha FROM raw_logs l JOIN results r ON "
+            "r.id = l.result_id WHERE r.kind = ? AND l.result_id IN (SELECT result_id FROM "
+            f"raw_logs WHERE sha256 IN ({marks})) ORDER BY r.created",
+            (kind, *sorted(hashes))).fetchall()
+        found: dict[str, set[str]] = {}
+        for row in rows:
+            found.setdefault(row["rid"], set()).add(row["sha"])
+        return next((rid for rid, shas in found.items() if shas == hashes), None)
 
     def _keep_log(self, src: RawLog) -> tuple[str, str, int]:
         try:

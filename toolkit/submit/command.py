@@ -21,7 +21,7 @@ from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.submit import slurm
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
-from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, sbatch_options
+from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, env_exports, sbatch_options
 from toolkit.submit.request import check_request
 
 _ARRAY = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d+))?$|^(\d+(?:,\d+)*)(?:%(\d+))?$")
@@ -110,8 +110,7 @@ def render_script(job: CommandJob, folder: Path, offset: int = 0) -> str:
     env = {**efa_env(job.efa, debug=job.nccl_debug), **job.extra_env}
     if job.instance_type:
         env["PCTK_INSTANCE_TYPE"] = job.instance_type
-    for k, v in env.items():
-        lines.append(f"export {k}={shlex.quote(v)}")
+    lines += env_exports(env)
     lines += [
         "# rendezvous for multi-node programs: the job's first node",
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',

@@ -14,7 +14,8 @@ argument and needs no quoting.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shlex
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
 from toolkit.errors import PctkError
@@ -72,6 +73,17 @@ def _options(spec: JobSpec) -> Iterator[str]:
 def sbatch_options(spec: JobSpec) -> list[str]:
     """The job as sbatch command-line options, in the order of :class:`JobSpec`'s fields."""
     return list(_options(spec))
+
+
+def env_exports(env: Mapping[str, str]) -> list[str]:
+    """``export NAME=value`` lines (values shell-quoted) for a generated batch script: the
+    EFA/NCCL environment of :func:`toolkit.submit.efa.efa_env` and a job's own variables, the
+    same lines whichever launcher writes the script (``pctk submit``, ``bench fsdp``)."""
+    for name in env:
+        if not name.isidentifier():
+            raise PctkError(f"environment variable name {name!r} is not valid",
+                            "use letters, digits and _ only")
+    return [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
 
 
 def sbatch_header(spec: JobSpec) -> list[str]:

@@ -170,7 +170,14 @@ def sbatch(args: list[str], *, env: Mapping[str, str] | None = None,
     if r.returncode != 0:
         raise PctkError(f"sbatch refused the job: {error_line(r, 'sbatch')}",
                         _sbatch_hint(r.stderr, hint))
-    return parse_job_id(r.stdout)
+    job_id = parse_job_id(r.stdout)
+    SUBMITTED.append(job_id)
+    return job_id
+
+
+# every job this process submitted, in order: a long command stopped by Ctrl-C or SIGTERM
+# names those still queued or running (toolkit.submit.longrun)
+SUBMITTED: list[str] = []
 
 
 SBATCH = ("sbatch", "--parsable")  # every submission: the job id alone on stdout

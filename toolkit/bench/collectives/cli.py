@@ -19,6 +19,7 @@ from toolkit.cliout import JsonOption, fail_if
 from toolkit.cliout import console as cli_console
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
+from toolkit.submit.longrun import long_command
 
 InstanceType = typer.Option(None, "--instance-type", envvar="PCTK_INSTANCE_TYPE",
                             help="Instance type for the busbw expectation (catalog).")
@@ -58,26 +59,27 @@ def collectives(
     db: Path | None = DbOption,
 ) -> None:
     """torch.distributed collective sweep through Slurm (sbatch/collectives.sbatch)."""
-    console = _console(as_json)
-    run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
-    if from_record:
-        res = judge_sweep_record(from_record, instance_type)
-    else:
-        job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
-                       gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
-                       max_bytes=max_bytes, iters=iters, warmup=warmup,
-                       emulate_missing=emulate_missing)
-        progress: dict[str, ProgressLines] = {}  # a live line from submission to the end
-        with ExitStack() as waiting:
-            def submitted(job_id: str, cmd: list[str]) -> None:
-                console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
-                              highlight=False)
-                progress[job_id] = waiting.enter_context(ProgressLines("bench collectives"))
+    with long_command():
+        console = _console(as_json)
+        run_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
+        if from_record:
+            res = judge_sweep_record(from_record, instance_type)
+        else:
+            job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
+                           gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
+                           max_bytes=max_bytes, iters=iters, warmup=warmup,
+                           emulate_missing=emulate_missing)
+            progress: dict[str, ProgressLines] = {}  # a live line from submission to the end
+            with ExitStack() as waiting:
+                def submitted(job_id: str, cmd: list[str]) -> None:
+                    console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
+                                  highlight=False)
+                    progress[job_id] = waiting.enter_context(ProgressLines("bench collectives"))
 
-            res = run_sweep(job, run_dir=run_dir, timeout=timeout, instance_type=instance_type,
-                            on_submit=submitted, on_state=lambda job_id, state:
-                            progress[job_id].update(f"job {job_id}: {state}"))
-    show_runs(res.runs, res.verdicts, res.record, as_json)
-    if store and not from_record:  # an existing record is stored with `pctk results add`
-        store_finished_run(res.record_path, db)
-    fail_if(res.failed)
+                res = run_sweep(job, run_dir=run_dir, timeout=timeout, instance_type=instance_type,
+                                on_submit=submitted, on_state=lambda job_id, state:
+                                progress[job_id].update(f"job {job_id}: {state}"))
+        show_runs(res.runs, res.verdicts, res.record, as_json)
+        if store and not from_record:  # an existing record is stored with `pctk results add`
+            store_finished_run(res.record_path, db)
+        fail_if(res.failed)

@@ -21,6 +21,7 @@ from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
+from toolkit.submit.longrun import long_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
@@ -98,30 +99,31 @@ def fsdp_command(
     **train: Any,
 ) -> None:
     """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm."""
-    seq_len = train.pop("seq_len")
-    job = driver.plan(TrainConfig(**train), nodes=nodes, batch_per_gpu=batch_per_gpu,
-                      seq_len=seq_len, partition=partition, instance_type=instance_type,
-                      tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
-                      launcher=launcher, time_limit=time_limit, run_dir=run_dir)
-    if dry_run:
-        typer.echo(driver.render_sbatch(job), nl=False)
-        return
-    done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json, store=store,
-                      db=db)
-    if done.record is None:
+    with long_command():
+        seq_len = train.pop("seq_len")
+        job = driver.plan(TrainConfig(**train), nodes=nodes, batch_per_gpu=batch_per_gpu,
+                          seq_len=seq_len, partition=partition, instance_type=instance_type,
+                          tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
+                          launcher=launcher, time_limit=time_limit, run_dir=run_dir)
+        if dry_run:
+            typer.echo(driver.render_sbatch(job), nl=False)
+            return
+        done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json, store=store,
+                          db=db)
+        if done.record is None:
+            if as_json:
+                emit_json({"job_id": done.job_id, "run_dir": str(job.run_dir)}, indent=None,
+                          sort_keys=False)
+            else:
+                typer.echo(f"submitted job {done.job_id}; record will be {job.record_path} (not "
+                           f"waiting, so store it yourself: pctk results add {job.record_path})")
+            return
         if as_json:
-            emit_json({"job_id": done.job_id, "run_dir": str(job.run_dir)}, indent=None,
-                      sort_keys=False)
+            emit_json(done.record)
         else:
-            typer.echo(f"submitted job {done.job_id}; record will be {job.record_path} (not "
-                       f"waiting, so store it yourself: pctk results add {job.record_path})")
-        return
-    if as_json:
-        emit_json(done.record)
-    else:
-        print_summary(done.record)
-        typer.echo(f"record: {job.record_path}\nlog: {done.log}")
-    fail_if(done.failed)
+            print_summary(done.record)
+            typer.echo(f"record: {job.record_path}\nlog: {done.log}")
+        fail_if(done.failed)
 
 
 def print_summary(rec: dict[str, Any]) -> None:

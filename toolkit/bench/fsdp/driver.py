@@ -25,7 +25,8 @@ from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
 from toolkit.submit import slurm
-from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, sbatch_header
+from toolkit.submit.efa import efa_env
+from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, env_exports, sbatch_header
 
 REPO = code_root()
 LAUNCHERS = ("srun", "torchrun")
@@ -58,6 +59,13 @@ class FsdpJob:
     python: str = sys.executable
     repo: Path = REPO
     train_flags: list[str] = field(default_factory=list)  # --ac, --compile, --hsdp, ...
+    # the EFA/NCCL environment (toolkit.submit.efa): None means for GPU jobs (the catalog's
+    # EFA fact of --instance-type decides when it is given)
+    efa: bool | None = None
+
+    @property
+    def uses_efa(self) -> bool:
+        return self.efa if self.efa is not None else self.gpus_per_node > 0
 
     @property
     def world_size(self) -> int:
@@ -107,9 +115,10 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | N
     model = train.model.lower()
     if model not in PRESETS:
         raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")
-    peak, ranks = train.peak_tflops, tasks_per_node
+    peak, ranks, efa = train.peak_tflops, tasks_per_node, None
     if instance_type is not None:
         inst = catalog.get(instance_type)
+        efa = inst.efa_supported
         if inst.gpus and inst.accelerator is not None:
             ranks = ranks or inst.gpus
             peak = peak or inst.accelerator.peak_bf16_tflops
@@ -119,7 +128,7 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | N
         tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
         launcher=launcher, partition=partition, steps=train.steps, batch_per_gpu=batch_per_gpu,
         seq_len=seq_len or DEFAULT_SEQ_LEN.get(model, 8192), ckpt_every=train.ckpt_every,
-        time_limit=time_limit,
+        time_limit=time_limit, efa=efa,
         train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS))
     validate(job)
     return job
@@ -185,6 +194,7 @@ def render_sbatch(job: FsdpJob) -> str:
         "set -euo pipefail",
         f"cd {q(str(job.repo))}",
         f"export PYTHONPATH={q(str(job.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",
+        *env_exports(efa_env(job.uses_efa)),
         'echo "pctk-fsdp: job ${SLURM_JOB_ID} restart ${SLURM_RESTART_COUNT:-0} '
         'on ${SLURM_JOB_NODELIST}"',
     ]

@@ -122,27 +122,30 @@ def run(
     db: Path | None = DbOption,
 ) -> None:
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
-    out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
-    extra = _env_pairs(env)
-    console = _console(as_json)
-    progress: dict[str, ProgressLines] = {}  # one live line per binary, as it runs
-    with ExitStack() as lines:
-        def launched(name: str, cmd: list[str]) -> None:
-            lines.close()  # the previous binary's line
-            console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
-            progress[name] = lines.enter_context(ProgressLines(f"bench nccl run {name}"))
+    from toolkit.submit.longrun import long_command  # imported here: not for `nccl parse`
 
-        res = driver.run_tests(
-            collectives, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
-            partition=partition, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
-            warmup=warmup, nccl_tests_dir=nccl_tests_dir, env=extra, run_dir=out_dir,
-            instance_type=instance_type, timeout=timeout, on_launch=launched,
-            on_sizes=lambda name, rows: progress[name].update(f"{rows} sizes done"))
-    console.print(f"record: {res.record_path}")
-    show_runs(res.runs, res.verdicts, res.record, as_json)
-    if store and res.record_path:
-        store_finished_run(res.record_path, db)
-    fail_if(res.failed)
+    with long_command():
+        out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
+        extra = _env_pairs(env)
+        console = _console(as_json)
+        progress: dict[str, ProgressLines] = {}  # one live line per binary, as it runs
+        with ExitStack() as lines:
+            def launched(name: str, cmd: list[str]) -> None:
+                lines.close()  # the previous binary's line
+                console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
+                progress[name] = lines.enter_context(ProgressLines(f"bench nccl run {name}"))
+
+            res = driver.run_tests(
+                collectives, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
+                partition=partition, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
+                warmup=warmup, nccl_tests_dir=nccl_tests_dir, env=extra, run_dir=out_dir,
+                instance_type=instance_type, timeout=timeout, on_launch=launched,
+                on_sizes=lambda name, rows: progress[name].update(f"{rows} sizes done"))
+        console.print(f"record: {res.record_path}")
+        show_runs(res.runs, res.verdicts, res.record, as_json)
+        if store and res.record_path:
+            store_finished_run(res.record_path, db)
+        fail_if(res.failed)
 
 
 @app.command()

@@ -14,6 +14,7 @@ from benchmarks.storage.aggregate import THROUGHPUT_PHASES
 from toolkit.bench.storage.driver import StorageJob, bench_storage, default_run_dir
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
+from toolkit.submit.longrun import long_command
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -78,8 +79,9 @@ def storage_command(
     target: str | None = typer.Option(
         None, help="Folder on the shared file system (default: first SharedStorage MountDir of "
                    "--config); %n is the node name."),
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="Cluster config: default target and provisioned throughput."
+    config: Annotated[str | None, typer.Option(
+        "--config", "-c", help="Cluster config, a file or a preset name: default target and "
+        "provisioned throughput (default: the running twin's or the head node's config)."
     )] = None,
     instance_type: str | None = typer.Option(
         None, help="Instance type in the catalog: each client's network ceiling "
@@ -111,24 +113,25 @@ def storage_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Shared file system throughput, IOPS and metadata rates from N nodes at once (fio)."""
-    job = StorageJob(nodes=nodes, target=target or "",
-                     run_dir=(run_dir or default_run_dir()).resolve(),
-                     jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
-                     rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
-                     partition=partition, time_limit=time_limit, share_timeout=share_timeout,
-                     direct=direct, block_sizes=block_sizes)
-    console = cli_console(stderr=True, quiet=as_json)
-    start = time.monotonic()
-    with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
-        res = bench_storage(job, config_path=config, instance_type=instance_type,
-                            timeout=timeout, store=store, db=db, on_state=lambda state:
-                            status.update(f"storage benchmark: job {state} "
-                                          f"({time.monotonic() - start:.0f}s)"))
-    if as_json:
-        emit_json(res.record)
-    else:
-        print_table(res.record)
-        typer.echo(f"record: {res.record_path}")
-        if res.stored:
-            typer.echo(f"stored as {res.stored}")
-    fail_if(res.failed)
+    with long_command():
+        job = StorageJob(nodes=nodes, target=target or "",
+                         run_dir=(run_dir or default_run_dir()).resolve(),
+                         jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
+                         rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
+                         partition=partition, time_limit=time_limit, share_timeout=share_timeout,
+                         direct=direct, block_sizes=block_sizes)
+        console = cli_console(stderr=True, quiet=as_json)
+        start = time.monotonic()
+        with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
+            res = bench_storage(job, config_path=config, instance_type=instance_type,
+                                timeout=timeout, store=store, db=db, on_state=lambda state:
+                                status.update(f"storage benchmark: job {state} "
+                                              f"({time.monotonic() - start:.0f}s)"))
+        if as_json:
+            emit_json(res.record)
+        else:
+            print_table(res.record)
+            typer.echo(f"record: {res.record_path}")
+            if res.stored:
+                typer.echo(f"stored as {res.stored}")
+        fail_if(res.failed)

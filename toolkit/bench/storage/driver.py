@@ -10,7 +10,6 @@ type's network ceiling looked up, :func:`run_storage`, the record stored.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import sys
@@ -26,10 +25,11 @@ from toolkit import catalog
 from toolkit.bench.storage import expect
 from toolkit.config.yamlio import load_yaml
 from toolkit.errors import PctkError
-from toolkit.paths import code_root, sbatch_script
+from toolkit.paths import code_root, new_run_dir, resolve_config, sbatch_script
 from toolkit.results.ingest import load_record_files, store_record_files
 from toolkit.results.store import ResultStore
 from toolkit.submit import slurm
+from toolkit.submit.cluster import find_cluster_config
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
 REPO = code_root()
@@ -151,14 +151,9 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
         raise PctkError(f"run folder {job.run_dir} already holds a run ({leftovers[0]})",
                         "pick a new --run-dir")
     job_id = slurm.sbatch(job.sbatch_args(), env=job_env())
-    try:
-        state = slurm.wait_job(job_id, timeout=timeout, on_state=on_state)
-    except KeyboardInterrupt:
-        err = PctkError(f"stopped waiting for job {job_id}; it keeps running and writes "
-                        f"{job.run_dir / 'record.json'}",
-                        f"`scancel {job_id}` stops it (its files are removed)")
-        err.exit_code = 130
-        raise err from None
+    # Ctrl-C or SIGTERM here: `pctk bench storage` says the job keeps running and how to
+    # cancel it (toolkit.submit.longrun); scancel removes its files
+    state = slurm.wait_job(job_id, timeout=timeout, on_state=on_state)
     log = job.run_dir / f"slurm-{job_id}.out"
     if refused := refusals(job.run_dir):
         raise PctkError(f"target {job.target} refused before any data was written: "
@@ -179,8 +174,20 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
 
 
 def default_run_dir() -> Path:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Path.cwd() / "pctk-runs" / f"storage-{stamp}"
+    """``<state home>/runs/storage-<time>``, as every benchmark's (README, where pctk writes)."""
+    return new_run_dir("storage")
+
+
+def storage_config(config: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    """The cluster config the run is judged against: ``--config`` (a file or a preset name, as
+    every command takes it), else the one the other commands find (the running twin's,
+    ParallelCluster's own copy on a head node, $PCTK_CLUSTER_CONFIG); None when none is."""
+    if config is not None:
+        return load_yaml(resolve_config(config))
+    try:
+        return load_yaml(find_cluster_config())
+    except PctkError:
+        return None
 
 
 @dataclass
@@ -203,7 +210,7 @@ def store_record(record: Path, db: Path | None) -> str:
         store.close()
 
 
-def bench_storage(job: StorageJob, *, config_path: Path | None = None,
+def bench_storage(job: StorageJob, *, config_path: str | os.PathLike[str] | None = None,
                   instance_type: str | None = None, timeout: float | None = None,
                   store: bool = True, db: Path | None = None,
                   on_state: Callable[[str], None] | None = None) -> StorageResult:
@@ -211,7 +218,7 @@ def bench_storage(job: StorageJob, *, config_path: Path | None = None,
     config's first SharedStorage MountDir; the client ceiling comes from ``instance_type``
     in the catalog (else from the nodes' Slurm feature); the record is judged against the
     config and, with ``store``, added to the results database."""
-    config = load_yaml(config_path) if config_path is not None else None
+    config = storage_config(config_path)
     if not job.target:
         found = expect.first_mount_dir(config) if config is not None else None
         if found is None:

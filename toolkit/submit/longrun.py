@@ -1,0 +1,69 @@
+"""What every long command does around its work (``bench fsdp``, ``bench collectives``,
+``bench storage``, ``bench nccl run``, ``health run``, ``health slow-nodes``).
+
+* It finds the cluster as ``pctk submit`` and ``pctk jobs`` do: Slurm's own configuration
+  when there is one, else the running twin (:func:`toolkit.submit.cluster.use_running_twin`),
+  so nobody needs ``eval "$(pctk local env)"`` first.
+* Ctrl-C, SIGTERM and SIGHUP (a service manager, a batch system, a closed terminal) stop the
+  waiting, not the jobs: the command names each job it submitted that is still queued or
+  running and how to cancel it, as ``pctk submit --wait`` does, and exits 130.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import typer
+
+from toolkit.cliout import INTERRUPTED
+from toolkit.submit import slurm
+from toolkit.submit.cluster import use_running_twin
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stopped_message(job_ids: list[str]) -> str:
+    """The one line a stopped long command prints (empty list: nothing left running)."""
+    if not job_ids:
+        return "pctk: interrupted; no job of this command is left running"
+    ids = " ".join(job_ids)
+    jobs = f"job {ids} keeps" if len(job_ids) == 1 else f"jobs {ids} keep"
+    return f"pctk: stopped waiting; {jobs} running. Cancel with: scancel {ids}"
+
+
+def still_queued(job_ids: list[str]) -> list[str]:
+    """Those of ``job_ids`` the controller still lists as pending or running."""
+    return [j for j in job_ids if slurm.job_is_queued(j)]
+
+
+@contextmanager
+def long_command() -> Iterator[None]:
+    """Find the cluster, then run the body; on Ctrl-C, SIGTERM or SIGHUP say which jobs keep
+    running and exit 130."""
+    use_running_twin()
+    first = len(slurm.SUBMITTED)
+    old: dict[signal.Signals, Any] = {}
+    try:
+        for sig in STOP_SIGNALS:
+            old[sig] = signal.signal(sig, _interrupt)
+    except ValueError:  # not the main thread (a library caller): leave signals alone
+        pass
+    try:
+        yield
+    except KeyboardInterrupt:
+        for stop, handler in old.items():  # a second signal while we ask squeue: theirs
+            signal.signal(stop, handler)
+        print(stopped_message(still_queued(slurm.SUBMITTED[first:])), file=sys.stderr)
+        raise typer.Exit(INTERRUPTED) from None
+    finally:
+        for stop, handler in old.items():
+            signal.signal(stop, handler)
