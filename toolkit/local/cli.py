@@ -100,9 +100,15 @@ def up(
     ),
     cluster: str = typer.Option(
         None, "--cluster", help="Resume the twin of this cluster with its last config."),
-    no_accounting: bool = typer.Option(
-        False, "--no-accounting",
-        help="Skip MariaDB and slurmdbd (sacct then fails, as on a cluster without a Database).",
+    accounting: bool = typer.Option(
+        None, "--accounting/--no-accounting", show_default=False,
+        help="Run MariaDB and slurmdbd (sacct, job history) or not (default: as the config "
+        "says: on with Scheduling/SlurmSettings/Database, off without, as on its cluster).",
+    ),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Start even though `pctk config check` rejects the config (said on every start); "
+        "without it such a config stops nothing and starts nothing (exit 2).",
     ),
     observe: bool = typer.Option(
         False, "--observe", help="Also start Prometheus, node_exporter and the Slurm collector "
@@ -133,8 +139,8 @@ def up(
             spinner.update(msg)
             console.log(msg)
 
-        st = clusters.up(chosen, state_dir, nodes=nodes, accounting=not no_accounting,
-                         progress=progress, boot_delay=boot_delay)
+        st = clusters.up(chosen, state_dir, nodes=nodes, accounting=accounting,
+                         progress=progress, boot_delay=boot_delay, force=force)
         obs = None
         if observe:
             obs = start_for_twin(Twin(st.state_dir), progress=progress)
