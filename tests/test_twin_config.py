@@ -5,7 +5,6 @@ found by the name the user wrote, a mistyped preset is named. Real files, no twi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
