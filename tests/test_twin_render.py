@@ -405,3 +405,12 @@ def test_queue_custom_settings_cannot_add_attributes_or_lines(tmp_path, custom):
     q = _queue("q", f"      CustomSlurmSettings: {custom}\n")
     with pytest.raises(PctkError, match="CustomSlurmSettings"):
         _render(tmp_path, q)
+
+
+def test_min_count_above_max_count_is_said_when_forced(tmp_path):
+    q = _queue("q", cr="{Name: c5, InstanceType: c5.4xlarge, MinCount: 4, MaxCount: 2}")
+    plan = build_plan(load_topology(_queues_config(tmp_path, q)), Path("/x"), FIXED["ports"],
+                      hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
+    assert [n.name for n in plan.nodes] == ["q-st-c5-1", "q-st-c5-2"]
+    assert "q/c5: MinCount 4 is above MaxCount 2 (ParallelCluster refuses it): 2 static nodes" \
+        in plan.notes

@@ -233,6 +233,10 @@ def build_plan(
             if gpus:
                 features.append("gpu")
             names = cr.node_names(q.name, limit=cap)
+            if cr.min_count > cr.max_count:
+                notes.append(f"{q.name}/{cr.name}: MinCount {cr.min_count} is above MaxCount "
+                             f"{cr.max_count} (ParallelCluster refuses it): {cr.max_count} "
+                             "static nodes")
             if cr.max_count > cap:
                 why = (f"--nodes {cap}" if nodes_per_resource is not None else
                        f"this machine holds at most {MAX_TWIN_NODES} twin nodes")
