@@ -4,6 +4,7 @@ JobExclusiveAllocation, a config `pctk config check` rejects, no Database."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,7 @@ def test_a_rejected_config_stops_nothing_and_force_says_so(tmp_path):
     finally:
         for t in clusters.known(root).values():
             t.down(purge=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_accounting_flag_turns_it_on_for_a_config_without_database(tmp_path):
@@ -117,3 +119,4 @@ def test_accounting_flag_turns_it_on_for_a_config_without_database(tmp_path):
     finally:
         for t in clusters.known(root).values():
             t.down(purge=True)
+        shutil.rmtree(root, ignore_errors=True)
