@@ -29,17 +29,22 @@ pytestmark = pytest.mark.twin
 MINE = """\
 Region: us-east-1
 Image: {Os: ubuntu2204}
-HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-1}}
+HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}
 Scheduling:
   Scheduler: slurm
-  SlurmSettings: {Database: {Uri: "db:3306", UserName: slurm, PasswordSecretArn: "arn:x"}}
+  SlurmSettings:
+    Database:
+      Uri: "db:3306"
+      UserName: slurm
+      PasswordSecretArn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdb"
   SlurmQueues:
     - Name: train
-      Networking: {SubnetIds: [subnet-1]}
+      Networking: {SubnetIds: [subnet-0123456789abcdef0]}
       ComputeResources:
         - {Name: c5, InstanceType: c5.4xlarge, MinCount: 0, MaxCount: 4}
 SharedStorage:
-  - {Name: fsx, StorageType: FsxLustre, MountDir: /fsx}
+  - {Name: fsx, StorageType: FsxLustre, MountDir: /fsx,
+     FsxLustreSettings: {StorageCapacity: 1200}}
 """
 
 

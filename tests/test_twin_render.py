@@ -5,6 +5,7 @@ Regenerate after an intended change with: python tests/regen_golden.py (never fr
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,8 @@ FIXED = {
 def _plan(preset: str, nodes: int | None = None):
     topo = load_topology(preset_path(preset))
     # a stable config path in the golden file, wherever the repo is checked out
-    topo = type(topo)(topo.name, f"cluster-configs/{preset}.yaml", topo.queues, topo.accounting)
+    # (the config's own settings kept: JobExclusiveAllocation, SlurmSettings...)
+    topo = dataclasses.replace(topo, source=f"cluster-configs/{preset}.yaml")
     return build_plan(topo, Path("/var/lib/pctk/twin"), FIXED["ports"], nodes_per_resource=nodes,
                       hostname=FIXED["hostname"], host=FIXED["host"], user=FIXED["user"],
                       host_address=FIXED["host_address"],
@@ -244,3 +246,169 @@ def test_without_own_addresses_every_node_shares_loopback_and_says_so():
     assert {n.addr for n in plan.nodes} == {"127.0.0.1"}
     assert "NodeHostname=h NodeAddr=127.0.0.1" in render_slurm_conf(plan)
     assert any("slow-net` is unavailable" in n for n in plan.notes)
+
+
+# ---- queue and compute-resource settings, each as ParallelCluster renders it
+# Expected lines are ParallelCluster's own (aws-parallelcluster-cookbook, test/unit/slurm/
+# test_slurm_config_generator/*/expected_outputs): the twin's line must carry the same
+# attributes, except what the twin sets itself (pcslurm.DEVIATIONS: NodeHostname, NodeAddr,
+# Port, CPUs, RealMemory) and the NodeSet that ParallelCluster names instead of the nodes.
+TWIN_ONLY = {"NodeHostname", "NodeAddr", "Port", "CPUs", "RealMemory", "Nodes", "NodeName",
+             "PartitionName"}
+
+
+def _queues_config(tmp_path, queues: str) -> Path:
+    cfg = tmp_path / "queues.yaml"
+    cfg.write_text("Scheduling:\n  Scheduler: slurm\n  SlurmQueues:\n" + queues)
+    return cfg
+
+
+def _render(tmp_path, queues: str, host=(2, 4096)) -> str:
+    plan = build_plan(load_topology(_queues_config(tmp_path, queues)), Path("/x"),
+                      FIXED["ports"], hostname="h", host=host, user="slurm",
+                      host_address="127.0.0.1", node_addresses=False)
+    return render_slurm_conf(plan)
+
+
+def _attrs(line: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in line.split())
+
+
+def _line(conf: str, head: str) -> str:
+    found = [ln for ln in conf.splitlines() if ln.startswith(head + " ")]
+    assert found, f"no line {head} in\n{conf}"
+    return found[0]
+
+
+def _same_as_parallelcluster(twin_line: str, pc_line: str) -> None:
+    twin = {k: v for k, v in _attrs(twin_line).items() if k not in TWIN_ONLY}
+    pc = {k: v for k, v in _attrs(pc_line).items() if k not in TWIN_ONLY}
+    assert twin == pc, f"twin:            {twin_line}\nParallelCluster: {pc_line}"
+
+
+def _queue(name: str, extra: str = "", cr: str = "{Name: cr-1, InstanceType: c5.4xlarge, "
+           "MinCount: 0, MaxCount: 2}") -> str:
+    return f"    - Name: {name}\n{extra}      ComputeResources:\n        - {cr}\n"
+
+
+@pytest.mark.parametrize("setting, pc_line", [
+    # test_generate_slurm_config_with_job_exc_alloc: queue_jls_{enabled,disabled,default}
+    ("      JobExclusiveAllocation: true\n", "PartitionName=q Nodes=q_nodes MaxTime=INFINITE "
+                                             "State=UP Default=YES OverSubscribe=EXCLUSIVE"),
+    ("      JobExclusiveAllocation: false\n", "PartitionName=q Nodes=q_nodes MaxTime=INFINITE "
+                                              "State=UP Default=YES"),
+    ("", "PartitionName=q Nodes=q_nodes MaxTime=INFINITE State=UP Default=YES"),
+])
+def test_job_exclusive_allocation_as_parallelcluster_renders_it(tmp_path, setting, pc_line):
+    _same_as_parallelcluster(_line(_render(tmp_path, _queue("q", setting)), "PartitionName=q"),
+                             pc_line)
+
+
+def test_only_the_first_queue_is_the_default_partition(tmp_path):
+    conf = _render(tmp_path, _queue("first") + _queue("second"))
+    _same_as_parallelcluster(_line(conf, "PartitionName=first"),
+                             "PartitionName=first Nodes=first_nodes MaxTime=INFINITE State=UP "
+                             "Default=YES")
+    # test_generate_slurm_config_with_custom_settings: a queue after the first
+    _same_as_parallelcluster(_line(conf, "PartitionName=second"),
+                             "PartitionName=second Nodes=second_nodes MaxTime=INFINITE State=UP")
+
+
+def test_queue_custom_slurm_settings_as_parallelcluster_renders_them(tmp_path):
+    custom = ("      CustomSlurmSettings:\n        CustomEfaParam: unique_efa_value\n"
+              "        OtherEfaParam: second_efa_value\n")
+    conf = _render(tmp_path, _queue("first") + _queue("efa", custom))
+    _same_as_parallelcluster(_line(conf, "PartitionName=efa"),
+                             "PartitionName=efa Nodes=efa_nodes MaxTime=INFINITE State=UP "
+                             "CustomEfaParam=unique_efa_value OtherEfaParam=second_efa_value")
+
+
+def test_compute_resource_settings_as_parallelcluster_renders_them(tmp_path):
+    # test_generate_slurm_config_with_custom_settings, queue efa (Efa, DisableSMT, custom,
+    # priorities, MinCount/MaxCount); CPUs are ParallelCluster's on a host with cores to spare
+    cr = ("{Name: efa-c5n, InstanceType: p5.48xlarge, MinCount: 1, MaxCount: 5, "
+          "DisableSimultaneousMultithreading: true, Efa: {Enabled: true}, "
+          "StaticNodePriority: 1, DynamicNodePriority: 1000, CustomSlurmSettings: "
+          "{CustomEfaComputeParam: unique_efa_compute_value, "
+          "OtherEfaComputeParam: second_efa_compute_value}}")
+    conf = _render(tmp_path, _queue("efa", cr=cr), host=(256, 1 << 20))
+    custom = ("CustomEfaComputeParam=unique_efa_compute_value "
+              "OtherEfaComputeParam=second_efa_compute_value")
+    gres = "Gres=gpu:h100:8"
+    _same_as_parallelcluster(
+        _line(conf, "NodeName=efa-st-efa-c5n-1"),
+        f"NodeName=efa-st-efa-c5n-[1-1] CPUs=96 RealMemory=1 State=CLOUD "
+        f"Feature=static,p5.48xlarge,efa-c5n,efa,gpu Weight=1 {gres} {custom}")
+    for i in range(1, 5):
+        _same_as_parallelcluster(
+            _line(conf, f"NodeName=efa-dy-efa-c5n-{i}"),
+            f"NodeName=efa-dy-efa-c5n-[1-4] CPUs=96 RealMemory=1 State=CLOUD "
+            f"Feature=dynamic,p5.48xlarge,efa-c5n,efa,gpu Weight=1000 {gres} {custom}")
+    assert "NodeName=efa-dy-efa-c5n-5 " not in conf  # MaxCount 5 = 1 static + 4 dynamic
+    # DisableSimultaneousMultithreading: 192 vCPUs / 2 threads per core
+    assert _attrs(_line(conf, "NodeName=efa-st-efa-c5n-1"))["CPUs"] == "96"
+
+
+def test_node_priorities_are_the_nodes_weights(tmp_path):
+    cr = ("{Name: c5, InstanceType: c5.4xlarge, MinCount: 1, MaxCount: 2, "
+          "StaticNodePriority: 7, DynamicNodePriority: 20}")
+    conf = _render(tmp_path, _queue("q", cr=cr))
+    assert _attrs(_line(conf, "NodeName=q-st-c5-1"))["Weight"] == "7"
+    assert _attrs(_line(conf, "NodeName=q-dy-c5-1"))["Weight"] == "20"
+
+
+def test_several_instance_types_name_no_instance_type_feature(tmp_path):
+    # test_generating_slurm_config_flexible_instance_types, queue1: cr1 has three types
+    cr = ("{Name: cr1, Instances: [{InstanceType: c5.4xlarge}, {InstanceType: c5.9xlarge}], "
+          "MinCount: 1, MaxCount: 2}")
+    conf = _render(tmp_path, _queue("queue1", cr=cr))
+    _same_as_parallelcluster(_line(conf, "NodeName=queue1-st-cr1-1"),
+                             "NodeName=queue1-st-cr1-[1-2] CPUs=16 RealMemory=40857 "
+                             "State=CLOUD Feature=static,cr1 Weight=1")
+    # one type in Instances: named, as queue1's cr2
+    one = "{Name: cr2, Instances: [{InstanceType: c5.4xlarge}], MinCount: 0, MaxCount: 1}"
+    _same_as_parallelcluster(_line(_render(tmp_path, _queue("queue1", cr=one)),
+                                   "NodeName=queue1-dy-cr2-1"),
+                             "NodeName=queue1-dy-cr2-[1-10] CPUs=16 RealMemory=40857 "
+                             "State=CLOUD Feature=dynamic,c5.4xlarge,cr2 Weight=1000")
+
+
+def test_every_queue_setting_listed_has_a_test_here():
+    from toolkit.local import pcslurm
+
+    text = Path(__file__).read_text()
+    for s in pcslurm.QUEUE_SETTINGS:
+        leaf = s.path.rsplit(".", 1)[-1].split("/")[0].removeprefix("SlurmQueues")
+        assert leaf in text, f"{s.path} has no test in {__file__}"
+
+
+def test_custom_settings_of_twin_managed_attributes_are_not_applied(tmp_path):
+    q = _queue("q", "      CustomSlurmSettings: {Nodes: ALL, MaxNodes: 4}\n",
+               cr="{Name: c5, InstanceType: c5.4xlarge, MaxCount: 1, "
+                  "CustomSlurmSettings: {Port: 1, CoreSpecCount: 1}}")
+    plan = build_plan(load_topology(_queues_config(tmp_path, q)), Path("/x"), FIXED["ports"],
+                      hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
+    conf = render_slurm_conf(plan)
+    assert _attrs(_line(conf, "PartitionName=q"))["MaxNodes"] == "4"
+    assert "Nodes=ALL" not in conf and "Port=1 " not in conf
+    assert _attrs(_line(conf, "NodeName=q-dy-c5-1"))["CoreSpecCount"] == "1"
+    assert sum("managed by the twin; not applied" in n for n in plan.notes) == 2
+
+
+@pytest.mark.parametrize("custom", ["{MaxNodes: 4 State=DOWN}", "{MaxNodes: \"4\\nX=1\"}",
+                                    "{Bad Key: 1}", "[MaxNodes]"])
+def test_queue_custom_settings_cannot_add_attributes_or_lines(tmp_path, custom):
+    from toolkit.errors import PctkError
+
+    q = _queue("q", f"      CustomSlurmSettings: {custom}\n")
+    with pytest.raises(PctkError, match="CustomSlurmSettings"):
+        _render(tmp_path, q)
+
+
+def test_min_count_above_max_count_is_said_when_forced(tmp_path):
+    q = _queue("q", cr="{Name: c5, InstanceType: c5.4xlarge, MinCount: 4, MaxCount: 2}")
+    plan = build_plan(load_topology(_queues_config(tmp_path, q)), Path("/x"), FIXED["ports"],
+                      hostname="h", host=(2, 4096), user="slurm", host_address="127.0.0.1")
+    assert [n.name for n in plan.nodes] == ["q-st-c5-1", "q-st-c5-2"]
+    assert "q/c5: MinCount 4 is above MaxCount 2 (ParallelCluster refuses it): 2 static nodes" \
+        in plan.notes

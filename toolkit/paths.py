@@ -8,6 +8,7 @@ variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RE
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import os
 from pathlib import Path
 
@@ -83,10 +84,16 @@ def resolve_config(config: str | os.PathLike[str] | None) -> Path:
     p = config_or_preset(config)
     if p.exists():
         return p.resolve()
-    raise PctkError(
-        f"cluster config {config!s} not found",
-        f"give a YAML file or a preset: {', '.join(list_presets())}",
-    )
+    raise missing_config(config)
+
+
+def missing_config(config: str | os.PathLike[str]) -> PctkError:
+    """A config that is neither a file nor a preset: the nearest preset names, then all."""
+    presets = list_presets()
+    close = difflib.get_close_matches(Path(config).stem, presets, n=2, cutoff=0.6)
+    guess = f"did you mean {' or '.join(close)}? Else " if close else ""
+    return PctkError(f"cluster config {config!s} not found",
+                     f"{guess}give a YAML file or a preset: {', '.join(presets)}")
 
 
 def state_home() -> Path:

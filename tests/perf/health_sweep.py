@@ -42,6 +42,8 @@ Scheduling:
       Networking:
         SubnetIds:
           - subnet-0123456789abcdef1
+        PlacementGroup:
+          Enabled: true
       ComputeResources:
         - Name: p5
           InstanceType: p5.48xlarge

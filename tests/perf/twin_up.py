@@ -37,6 +37,7 @@ def main() -> None:
     target = 15.0
     if args.scale:
         static = args.scale if args.static is None else args.static
+        # a minimal config (no HeadNode, Image, Networking): started with force=True
         cfg = state.parent / f"{state.name}-scale.yaml"
         cfg.write_text(
             "Region: us-east-1\nScheduling:\n  Scheduler: slurm\n"
@@ -49,7 +50,7 @@ def main() -> None:
         target = 20.0
     try:
         t0 = time.perf_counter()
-        st = twin.up(cfg, nodes=args.nodes)
+        st = twin.up(cfg, nodes=args.nodes, force=bool(args.scale))
         cold = time.perf_counter() - t0
         n = len(st.nodes)
         t0 = time.perf_counter()
@@ -58,7 +59,7 @@ def main() -> None:
         warm = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            twin.up(cfg, nodes=args.nodes)
+            twin.up(cfg, nodes=args.nodes, force=bool(args.scale))
             warm.append(time.perf_counter() - t0)
             twin.down()
     finally:

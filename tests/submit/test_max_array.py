@@ -18,14 +18,21 @@ from toolkit.submit import ClusterExecutor, max_array_size
 pytestmark = pytest.mark.twin
 
 CONFIG = """\
+Region: us-east-1
+Image: {Os: ubuntu2204}
+HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}
 Scheduling:
   Scheduler: slurm
   SlurmSettings:
-    Database: {Uri: db.example:3306, UserName: slurm, PasswordSecretArn: arn:aws:x}
+    Database:
+      Uri: db.example:3306
+      UserName: slurm
+      PasswordSecretArn: arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdb
     CustomSlurmSettings:
       - MaxArraySize: 10
   SlurmQueues:
     - Name: cpu
+      Networking: {SubnetIds: [subnet-0123456789abcdef0]}
       ComputeResources:
         - {Name: c5, InstanceType: c5.4xlarge, MinCount: 0, MaxCount: 2}
 """

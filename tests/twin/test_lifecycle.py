@@ -48,12 +48,12 @@ def _small_config(tmp: Path, nodes: int, static: int = 0) -> Path:
     cfg.write_text(
         "Region: us-east-1\n"
         "Image: {Os: ubuntu2204}\n"
-        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-1}}\n"
+        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}\n"
         "Scheduling:\n"
         "  Scheduler: slurm\n"
         "  SlurmQueues:\n"
         "    - Name: compute\n"
-        "      Networking: {SubnetIds: [subnet-1]}\n"
+        "      Networking: {SubnetIds: [subnet-0123456789abcdef0]}\n"
         "      ComputeResources:\n"
         f"        - {{Name: c5, InstanceType: c5.4xlarge, MinCount: {static}, MaxCount: {nodes}}}\n"
     )

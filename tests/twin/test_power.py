@@ -30,13 +30,19 @@ DYNAMIC = ["cpu-dy-c5-1", "cpu-dy-c5-2", "cpu-dy-c5-3"]
 STATIC = "cpu-st-c5-1"
 CONFIG = """\
 Region: us-east-1
+Image: {Os: ubuntu2204}
+HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}
 Scheduling:
   Scheduler: slurm
   SlurmSettings:
     ScaledownIdletime: 1
-    Database: {Uri: db.example.com:3306, UserName: slurm, PasswordSecretArn: arn:x}
+    Database:
+      Uri: db.example.com:3306
+      UserName: slurm
+      PasswordSecretArn: arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdb
   SlurmQueues:
     - Name: cpu
+      Networking: {SubnetIds: [subnet-0123456789abcdef0]}
       ComputeResources:
         - {Name: c5, InstanceType: c5.4xlarge, MinCount: 1, MaxCount: 4}
 """

@@ -25,7 +25,7 @@ from toolkit.config.summary import summarize
 from toolkit.config.yamlio import load_yaml, read_text
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
-from toolkit.paths import config_or_preset
+from toolkit.paths import config_or_preset, missing_config
 
 app = typer.Typer(help="Generate, check, upgrade, show and compare ParallelCluster v3 configs.",
                   no_args_is_help=True)
@@ -43,6 +43,8 @@ VarList = Annotated[
 
 
 def _load(path: Path) -> Any:
+    if not path.exists():
+        raise missing_config(path)  # neither a file nor a preset: name the presets
     return load_yaml(path)
 
 

@@ -15,6 +15,7 @@ from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.local import capacity, clusters
+from toolkit.local import gc as twin_gc
 from toolkit.local import replace as replacing
 from toolkit.local.power import DEFAULT_BOOT_DELAY
 from toolkit.local.twin import Twin, TwinStatus
@@ -101,9 +102,15 @@ def up(
     ),
     cluster: str = typer.Option(
         None, "--cluster", help="Resume the twin of this cluster with its last config."),
-    no_accounting: bool = typer.Option(
-        False, "--no-accounting",
-        help="Skip MariaDB and slurmdbd (sacct then fails, as on a cluster without a Database).",
+    accounting: bool = typer.Option(
+        None, "--accounting/--no-accounting", show_default=False,
+        help="Run MariaDB and slurmdbd (sacct, job history) or not (default: as the config "
+        "says: on with Scheduling/SlurmSettings/Database, off without, as on its cluster).",
+    ),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Start even though `pctk config check` rejects the config (said on every start); "
+        "without it such a config stops nothing and starts nothing (exit 2).",
     ),
     observe: bool = typer.Option(
         False, "--observe", help="Also start Prometheus, node_exporter and the Slurm collector "
@@ -134,8 +141,8 @@ def up(
             spinner.update(msg)
             console.log(msg)
 
-        st = clusters.up(chosen, state_dir, nodes=nodes, accounting=not no_accounting,
-                         progress=progress, boot_delay=boot_delay)
+        st = clusters.up(chosen, state_dir, nodes=nodes, accounting=accounting,
+                         progress=progress, boot_delay=boot_delay, force=force)
         obs = None
         if observe:
             obs = start_for_twin(Twin(st.state_dir), progress=progress)
@@ -159,20 +166,60 @@ def down(
     state_dir: Path = StateDir,
     cluster: str = ClusterOpt,
     purge: bool = typer.Option(False, "--purge", help="Also delete the twin's state (logs, "
-                               "accounting database) and the MountDir folders it created."),
+                               "accounting database) and the MountDir folders it created, and "
+                               "what deleted twin folders of the same root left (`local gc`)."),
     json_out: bool = JsonOption,
 ) -> None:
     """Stop exactly the processes `up` started (by pid), cancelling jobs first."""
     console = cli_console(stderr=True)
     twin = clusters.select(state_dir, cluster)
     stopped = twin.down(progress=lambda m: console.log(m), purge=purge)
+    # the twin root's own leftovers: twins of this root whose folder was deleted
+    swept = _sweep(console, twin.root) if purge else None
     if json_out:
-        emit_json({"stopped": stopped, "state_dir": str(twin.state_dir)}, indent=None,
-                  sort_keys=False)
+        gc_json = {"gc": {**swept[0].to_json(), "not_stopped": swept[1]}} if swept else {}
+        emit_json({"stopped": stopped, "state_dir": str(twin.state_dir), **gc_json},
+                  indent=None, sort_keys=False)
     else:
         name = twin.status().cluster if not purge else None
         print((f"stopped {len(stopped)} processes" if stopped else "the twin was not running")
               + (f"; removed {twin.state_dir}" if purge else f" ({name or twin.state_dir})"))
+
+
+def _sweep(console: Console, under: Path | None) -> tuple[twin_gc.Leftovers, list[int]]:
+    """Stop and remove what twins whose state folder is gone left behind (toolkit.local.gc)."""
+    found, stubborn = twin_gc.collect(under=under.absolute() if under else None)
+    for p in found.daemons:
+        console.log(f"stopped {p.name} (pid {p.pid}) of the deleted twin folder {p.log}")
+    for home in found.homes:
+        console.log(f"removed the MariaDB data of a twin that is gone: {home}")
+    for p in stubborn:
+        console.log(f"[red]could not stop {p.name} (pid {p.pid})[/]")
+    return found, [p.pid for p in stubborn]
+
+
+@app.command()
+def gc(
+    under: Path = typer.Option(
+        None, "--under", help="Only twins whose state folder was in this folder (default: "
+        "every twin on this machine that you may see)."),
+    json_out: bool = JsonOption,
+) -> None:
+    """Stop the daemons of twins whose state folder was deleted (by pid) and remove the
+    MariaDB data of twins that are gone (root twins keep it in /var/lib/pctk/twin-mariadb).
+
+    Exit 0 when everything found was removed, 1 when a process would not stop.
+    """
+    found, stubborn = _sweep(Console(stderr=True), under)
+    if json_out:
+        emit_json({**found.to_json(), "not_stopped": stubborn}, indent=None, sort_keys=False)
+    else:
+        kept = (f"; kept {len(found.unknown)} from before pctk recorded their twin (remove by "
+                "hand once no twin uses them)" if found.unknown else "")
+        print(f"stopped {len(found.daemons)} orphaned daemons, removed {len(found.homes)} "
+              f"MariaDB data folders{kept}")
+    if stubborn:
+        exit_with(FAILED)
 
 
 @app.command()

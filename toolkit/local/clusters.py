@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolkit.local import state
+from toolkit.local import precheck, state
 from toolkit.local.twin import Progress, Twin, TwinStatus
-from toolkit.paths import twin_dir
+from toolkit.paths import resolve_config, twin_dir
 
 
 def _quiet(_: str) -> None:
@@ -42,11 +42,20 @@ def select(root: str | os.PathLike[str] | None = None, cluster: str | None = Non
 
 
 def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None = None, *,
-       nodes: int | None = None, accounting: bool = True, progress: Progress = _quiet,
-       boot_delay: float | None = None) -> TwinStatus:
-    """Start the config's twin in its own folder, stopping another cluster's running twin."""
+       nodes: int | None = None, accounting: bool | None = None,
+       progress: Progress = _quiet, boot_delay: float | None = None,
+       force: bool = False) -> TwinStatus:
+    """Start the config's twin in its own folder, stopping another cluster's running twin.
+
+    ``pctk config check`` runs first: a config it rejects stops nothing and starts nothing,
+    unless ``force``. ``accounting`` None follows the config's SlurmSettings/Database.
+    """
     base = root_dir(root)
-    name = state.cluster_of(config)
+    cfg = resolve_config(config)
+    errors = precheck.findings(cfg)  # before anything is stopped
+    if errors and not force:
+        raise precheck.refusal(cfg, errors)
+    name = state.cluster_of(cfg)
     twins = known(base)
     target = twins.get(name) or Twin(base / name, root=base)
     for other_name, other in running(base).items():
@@ -56,7 +65,9 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
                  f"{other.state_dir}; `pctk local up --cluster {other_name}` resumes it)")
         other.down(progress=progress)
     extra = {} if boot_delay is None else {"boot_delay": boot_delay}
-    return target.up(config, nodes=nodes, accounting=accounting, progress=progress, **extra)
+    # a forced start: the twin checks again to say so and keep it in its notes
+    return target.up(cfg, nodes=nodes, accounting=accounting, progress=progress, force=force,
+                     check=bool(errors), **extra)
 
 
 def config_of(twin: Twin) -> str | None:

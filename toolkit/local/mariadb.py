@@ -4,7 +4,13 @@ Who runs it: the twin's own user; when the twin is started by root, the ``mysql`
 that mariadb-server creates (an unprivileged, no-login system account; adding an account of
 our own would edit the passwd database of a shared machine). A non-root server cannot enter
 a root-only state folder such as /root/.local/state, so a root twin keeps its database in
-``/var/lib/pctk/twin-mariadb/<hash of the state folder>``, owned by ``mysql``, mode 0700.
+``/var/lib/pctk/twin-mariadb/<hash of the state folder>``, owned by ``mysql``, mode 0700, with
+an ``owner`` file naming that state folder, so ``pctk local gc`` (:mod:`toolkit.local.gc`)
+finds the homes whose twin is gone.
+
+Size: a twin's accounting database holds a few thousand job records, so the redo log is 8 MiB
+(MariaDB's default: 96 MiB), the buffer pool 16 MiB and the tablespaces grow 4 MiB at a
+time: about 35 MB on disk per twin (190 MB with the defaults).
 
 Who can connect: the database's root account authenticates by the client's Unix user
 (``unix_socket``) and only through the socket, whose folder is 0700: local users other than
@@ -28,6 +34,14 @@ from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 
 ROOT_HOMES = Path("/var/lib/pctk/twin-mariadb")
+# the state folder a root twin's MariaDB home belongs to (see toolkit.local.gc)
+OWNER_FILE = "owner"
+# a twin's database: a few MiB of job records (MariaDB's defaults are 96M and 128M)
+INNODB_LOG_FILE_SIZE = "8M"
+INNODB_BUFFER_POOL_SIZE = "16M"
+# the system and temporary tablespaces grow by 4 MiB at a time, not 64 MiB
+SMALL_FILES = ("--innodb-autoextend-increment=4",
+               "--innodb-temp-data-file-path=ibtmp1:4M:autoextend")
 # written once the data folder was initialised this way; older data folders (empty root
 # password, root-owned) are recreated
 LAYOUT_MARK = "pctk-layout-2"
@@ -37,6 +51,8 @@ LAYOUT_MARK = "pctk-layout-2"
 class DbLayout:
     owner: str  # the Unix account mariadbd runs as
     home: Path  # 0700, owned by ``owner``: data, socket, pid, log, file-I/O folder
+    # a home outside the state folder (root twins): the state folder it belongs to
+    state_dir: Path | None = None
 
     @property
     def datadir(self) -> Path:
@@ -64,7 +80,7 @@ def layout(state_dir: Path) -> DbLayout:
     if os.geteuid() != 0:
         return DbLayout(pwd.getpwuid(os.getuid()).pw_name, state_dir / "mysql")
     key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
-    return DbLayout("mysql", ROOT_HOMES / key)
+    return DbLayout("mysql", ROOT_HOMES / key, state_dir)
 
 
 def admin_user() -> str:
@@ -88,6 +104,8 @@ def prepare(db: DbLayout) -> None:
         if os.geteuid() == 0:
             os.chown(d, ent.pw_uid, ent.pw_gid)
         os.chmod(d, 0o700)
+    if db.state_dir is not None:
+        atomic_write_text(db.home / OWNER_FILE, f"{db.state_dir}\n", 0o600)
 
 
 def initialised(db: DbLayout) -> bool:
@@ -97,7 +115,7 @@ def initialised(db: DbLayout) -> bool:
 def install(db: DbLayout, env: dict[str, str], cwd: Path) -> None:
     argv = ["mariadb-install-db", "--no-defaults", f"--datadir={db.datadir}",
             f"--user={db.owner}", "--auth-root-authentication-method=socket",
-            "--skip-test-db"]
+            "--skip-test-db", f"--innodb-log-file-size={INNODB_LOG_FILE_SIZE}", *SMALL_FILES]
     for attempt in range(2):
         shutil.rmtree(db.datadir, ignore_errors=True)
         r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
@@ -122,7 +140,9 @@ def server_argv(db: DbLayout, port: int) -> list[str]:
         # no reading or writing of server-side files, no client-side file loading
         f"--secure-file-priv={db.files_dir}", "--local-infile=0", "--skip-symbolic-links",
         "--skip-name-resolve", "--skip-log-bin", "--performance-schema=OFF",
-        "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
+        f"--innodb-buffer-pool-size={INNODB_BUFFER_POOL_SIZE}",
+        f"--innodb-log-file-size={INNODB_LOG_FILE_SIZE}", *SMALL_FILES,
+        "--innodb-lock-wait-timeout=900",
         "--max-connections=64", "--innodb-flush-log-at-trx-commit=2",
     ]
 

@@ -176,3 +176,135 @@ def slurm_settings(topo: ClusterTopology) -> SlurmSettings:
 
 def scaled(seconds: int) -> int:
     return max(1, round(seconds / TIME_FACTOR))
+
+
+# ---------------------------------------------------------------- queues and compute resources
+# What ParallelCluster renders from each queue and compute-resource setting into the
+# partition and node lines of slurm_parallelcluster_<queue>_partition.conf; source:
+# aws-parallelcluster-cookbook, files/default/head_node_slurm/slurm/config_renderer.py
+# (QueueRenderer._render_partition, ComputeResourceRenderer._definitions/_features).
+# tests/test_twin_render.py renders each one and compares it with ParallelCluster's line.
+PARTITION_FIXED: tuple[tuple[str, str], ...] = (("MaxTime", "INFINITE"), ("State", "UP"))
+STATIC_NODE_PRIORITY = 1  # StaticNodePriority's default: Weight= of static nodes
+DYNAMIC_NODE_PRIORITY = 1000  # DynamicNodePriority's default: Weight= of dynamic nodes
+
+
+@dataclass(frozen=True)
+class QueueSetting:
+    path: str  # where in the config
+    parallelcluster: str  # what ParallelCluster renders for it
+
+
+QUEUE_SETTINGS: tuple[QueueSetting, ...] = (
+    QueueSetting("SlurmQueues[0]", "Default=YES on the first queue's partition only"),
+    QueueSetting("SlurmQueues[].JobExclusiveAllocation",
+                 "OverSubscribe=EXCLUSIVE on the partition when true (nothing when false)"),
+    QueueSetting("SlurmQueues[].CustomSlurmSettings",
+                 "each Key: Value appended to the PartitionName line"),
+    QueueSetting("ComputeResources[].MinCount/MaxCount",
+                 "<q>-st-<cr>-[1-MinCount] and <q>-dy-<cr>-[1-(MaxCount-MinCount)]"),
+    QueueSetting("ComputeResources[].StaticNodePriority",
+                 f"Weight= of the static nodes (default {STATIC_NODE_PRIORITY})"),
+    QueueSetting("ComputeResources[].DynamicNodePriority",
+                 f"Weight= of the dynamic nodes (default {DYNAMIC_NODE_PRIORITY})"),
+    QueueSetting("ComputeResources[].CustomSlurmSettings",
+                 "each Key: Value appended to the compute resource's NodeName lines"),
+    QueueSetting("ComputeResources[].Efa.Enabled", "Feature ...,efa"),
+    QueueSetting("ComputeResources[].Instances",
+                 "Feature static|dynamic,<instance type>,<cr>: no instance type when several"),
+    QueueSetting("ComputeResources[].DisableSimultaneousMultithreading",
+                 "CPUs= the vCPUs divided by the threads per core"),
+)
+
+# partition and node attributes the twin sets itself; a queue's or compute resource's
+# CustomSlurmSettings for them are not applied (a note says so)
+TWIN_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes"))
+TWIN_NODE_KEYS = frozenset(k.lower() for k in (
+    "NodeName", "NodeHostname", "NodeAddr", "Port", "CPUs", "RealMemory", "Gres", "Feature",
+    "Features", "State"))
+
+
+@dataclass(frozen=True)
+class ResourceSettings:
+    """What a compute resource adds to its NodeName lines."""
+
+    static_weight: int = STATIC_NODE_PRIORITY
+    dynamic_weight: int = DYNAMIC_NODE_PRIORITY
+    custom: tuple[tuple[str, str], ...] = ()
+    several_instance_types: bool = False
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    exclusive: bool = False
+    custom: tuple[tuple[str, str], ...] = ()
+    resources: dict[str, ResourceSettings] | None = None
+
+    def resource(self, name: str) -> ResourceSettings:
+        return (self.resources or {}).get(name, ResourceSettings())
+
+
+def _custom(raw: Any, where: str, managed: frozenset[str],
+            notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """``CustomSlurmSettings: {Key: Value}`` of a queue or compute resource, one word each:
+    nothing but ``Key=Value`` can come out of an entry (a value with a space or '=' would add
+    another attribute to the line)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise PctkError(f"{where}: expected a mapping like {{Key: Value}}")
+    out: list[tuple[str, str]] = []
+    for key, value in raw.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not isinstance(key, str) or not key.isalnum() or not key[:1].isalpha():
+            raise PctkError(f"{where}: {key!r} is not a Slurm parameter name")
+        if isinstance(value, (dict, list)) or not text or any(c.isspace() for c in text):
+            raise PctkError(f"{where}.{key}: the value must be one word (no spaces or newlines)")
+        if key.lower() in managed:
+            notes.append(f"{where}.{key} is managed by the twin; not applied")
+            continue
+        out.append((key, text))
+    return tuple(out)
+
+
+def _priority(value: Any, where: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PctkError(f"{where}: expected a whole number >= 0, got {value!r}")
+    return value
+
+
+def queue_settings(topo: ClusterTopology, notes: list[str]) -> dict[str, QueueSettings]:
+    """Each queue's partition and node settings (see :data:`QUEUE_SETTINGS`), by queue name."""
+    raw = topo.extra.get("raw") if isinstance(topo.extra, dict) else None
+    queues = _get(raw, "Scheduling", "SlurmQueues")
+    out: dict[str, QueueSettings] = {}
+    for qi, rq in enumerate(queues if isinstance(queues, list) else []):
+        if not isinstance(rq, dict) or not isinstance(rq.get("Name"), str):
+            continue
+        qwhere = f"{topo.source}: Scheduling.SlurmQueues[{qi}]"
+        resources: dict[str, ResourceSettings] = {}
+        crs = rq.get("ComputeResources")
+        for ci, rc in enumerate(crs if isinstance(crs, list) else []):
+            if not isinstance(rc, dict) or not isinstance(rc.get("Name"), str):
+                continue
+            cwhere = f"{qwhere}.ComputeResources[{ci}]"
+            instances = rc.get("Instances")
+            resources[rc["Name"]] = ResourceSettings(
+                static_weight=_priority(rc.get("StaticNodePriority"),
+                                        f"{cwhere}.StaticNodePriority", STATIC_NODE_PRIORITY),
+                dynamic_weight=_priority(rc.get("DynamicNodePriority"),
+                                         f"{cwhere}.DynamicNodePriority", DYNAMIC_NODE_PRIORITY),
+                custom=_custom(rc.get("CustomSlurmSettings"), f"{cwhere}.CustomSlurmSettings",
+                               TWIN_NODE_KEYS, notes),
+                several_instance_types=(rc.get("InstanceType") is None
+                                        and isinstance(instances, list) and len(instances) > 1),
+            )
+        out[rq["Name"]] = QueueSettings(
+            exclusive=rq.get("JobExclusiveAllocation") is True,
+            custom=_custom(rq.get("CustomSlurmSettings"), f"{qwhere}.CustomSlurmSettings",
+                           TWIN_PARTITION_KEYS, notes),
+            resources=resources,
+        )
+    return out

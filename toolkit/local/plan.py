@@ -24,7 +24,7 @@ from toolkit import catalog
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 from toolkit.local.nodeaddr import compiler
-from toolkit.local.pcslurm import SlurmSettings, slurm_settings
+from toolkit.local.pcslurm import QueueSettings, SlurmSettings, queue_settings, slurm_settings
 
 # slurm.conf parameters the twin must set itself (hosts, ports, paths, users, plugins that
 # let many slurmd share one machine); a config's CustomSlurmSettings for them are not applied
@@ -59,6 +59,10 @@ class TwinNode:
     # the node's own loopback address (see node_address): traffic to one node can be told
     # apart from traffic to another, so one node's link can be shaped alone
     addr: str = "127.0.0.1"
+    # StaticNodePriority / DynamicNodePriority (ParallelCluster's Weight=)
+    weight: int = 1
+    # the compute resource's CustomSlurmSettings, appended to its NodeName line
+    custom: tuple[tuple[str, str], ...] = ()
 
     @property
     def host(self) -> str:
@@ -110,6 +114,9 @@ class TwinPlan:
     loopback_only: bool = False
     # Scheduling/SlurmSettings that shape slurm.conf (toolkit.local.pcslurm)
     slurm: SlurmSettings = field(default=SlurmSettings())
+    # per partition, what ParallelCluster adds after ``MaxTime=INFINITE State=UP``:
+    # OverSubscribe=EXCLUSIVE (JobExclusiveAllocation), the queue's CustomSlurmSettings
+    partition_settings: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = field(default=())
 
     @property
     def etc(self) -> Path:
@@ -200,9 +207,15 @@ def build_plan(
     specs: list[TwinNode] = []
     partitions: list[tuple[str, tuple[str, ...]]] = []
     notes: list[str] = []
+    settings = queue_settings(topo, notes)
+    part_settings: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     for q in topo.queues:
         members: list[str] = []
+        qs = settings.get(q.name) or QueueSettings()
+        part_settings.append((q.name, ((("OverSubscribe", "EXCLUSIVE"),) if qs.exclusive
+                                       else ()) + qs.custom))
         for cr in q.compute_resources:
+            rs = qs.resource(cr.name)
             inst = catalog.find(cr.instance_type)
             acc = inst.accelerator if inst else None
             gpus = acc.count if acc and acc.kind == "gpu" else 0
@@ -212,12 +225,18 @@ def build_plan(
             # one task per GPU must fit, even though the twin's cores are shared
             cpus = max(gpus, min(vcpus, cores))
             gres = f"gpu:{acc.gres_type}:{gpus}" if acc and gpus else None
-            features = ["static", cr.instance_type, cr.name]
+            # ParallelCluster names no instance type when a resource has several
+            features = ["static", cr.name] if rs.several_instance_types else [
+                "static", cr.instance_type, cr.name]
             if cr.efa:
                 features.append("efa")
             if gpus:
                 features.append("gpu")
             names = cr.node_names(q.name, limit=cap)
+            if cr.min_count > cr.max_count:
+                notes.append(f"{q.name}/{cr.name}: MinCount {cr.min_count} is above MaxCount "
+                             f"{cr.max_count} (ParallelCluster refuses it): {cr.max_count} "
+                             "static nodes")
             if cr.max_count > cap:
                 why = (f"--nodes {cap}" if nodes_per_resource is not None else
                        f"this machine holds at most {MAX_TWIN_NODES} twin nodes")
@@ -232,7 +251,9 @@ def build_plan(
                 specs.append(TwinNode(
                     name=n, partition=q.name, instance_type=cr.instance_type,
                     compute_resource=cr.name, static=static, cpus=cpus, real_memory_mib=0,
-                    gres=gres, gpu_count=gpus, features=feats, port=0))
+                    gres=gres, gpu_count=gpus, features=feats, port=0,
+                    weight=rs.static_weight if static else rs.dynamic_weight,
+                    custom=rs.custom))
                 members.append(n)
         partitions.append((q.name, tuple(members)))
     if len(specs) > MAX_TWIN_NODES:
@@ -285,6 +306,7 @@ def build_plan(
         custom_settings=tuple(custom),
         loopback_only=loopback_only,
         slurm=slurm_settings(topo),
+        partition_settings=tuple(part_settings),
     )
 
 

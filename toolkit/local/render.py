@@ -63,17 +63,28 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         ]
         if n.gres:
             parts.append(f"Gres={n.gres}")
-        parts += [f"Feature={','.join(n.features)}", f"State={node_state(n)}"]
+        parts += [f"Feature={','.join(n.features)}", f"State={node_state(n)}",
+                  f"Weight={n.weight}"]
+        parts += [f"{k}={v}" for k, v in n.custom]
         lines.append(" ".join(parts))
     lines.append("")
     lines.append("# Partitions: one per ParallelCluster queue, the first is the default")
+    extra = dict(plan.partition_settings)
     for i, (name, members) in enumerate(plan.partitions):
-        default = "YES" if i == 0 else "NO"
-        lines.append(
-            f"PartitionName={name} Nodes={','.join(members)} Default={default} "
-            "MaxTime=INFINITE State=UP OverSubscribe=NO"
-        )
+        lines.append(" ".join(partition_line(name, members, i == 0, extra.get(name, ()))))
     return "\n".join(lines) + "\n"
+
+
+def partition_line(name: str, members: tuple[str, ...], default: bool,
+                   extra: tuple[tuple[str, str], ...]) -> list[str]:
+    """ParallelCluster's PartitionName line (QueueRenderer._render_partition), with the
+    nodes listed (ParallelCluster names a NodeSet of the same nodes)."""
+    parts = [f"PartitionName={name}", f"Nodes={','.join(members)}"]
+    parts += [f"{k}={v}" for k, v in pcslurm.PARTITION_FIXED]
+    if default:
+        parts.append("Default=YES")
+    parts += [f"{k}={v}" for k, v in extra]
+    return parts
 
 
 # ---------------------------------------------------------------- ParallelCluster settings

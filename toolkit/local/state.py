@@ -224,8 +224,10 @@ def select(root: Path, cluster: str | None = None) -> Path:
     the last started, else the default preset's (not started yet)."""
     twins = known(root)
     if cluster:
-        if cluster in twins:
-            return twins[cluster]
+        # the name the user wrote (nc-p4d) or Slurm's for it (nc_p4d): the same twin
+        for name in (cluster, slurm_cluster_name(cluster)):
+            if name in twins:
+                return twins[name]
         names = ", ".join(twins) or "none yet"
         raise PctkError(f"no twin of cluster {cluster!r} in {root}", f"known clusters: {names}")
     up = {name: d for name, d in twins.items() if any_daemon_up(d)}

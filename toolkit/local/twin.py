@@ -26,7 +26,7 @@ from typing import Any
 
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
-from toolkit.local import faults, files, hosts, mariadb, mounts, power, procs, state
+from toolkit.local import faults, files, hosts, mariadb, mounts, power, precheck, procs, state
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -42,6 +42,13 @@ from toolkit.observe import stack
 from toolkit.paths import resolve_config, twin_dir
 from toolkit.submit import slurm
 
+# said by `local up` (and kept in the twin's notes) when the config has no Database
+NO_DATABASE_NOTE = (
+    "accounting off: the config has no Scheduling/SlurmSettings/Database, so, as on its "
+    "cluster, sacct, job history and accounting-based job states are unavailable "
+    "(`pctk local up --accounting` turns them on)")
+# the notes `local status` shows again (a forced start, what no accounting loses, caps)
+SHOWN_NOTES = ("capped", "WARNING", "accounting off")
 APT_HINT = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server (or `make deps`)"
 SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")
 ACCOUNTING_BINARIES = ("slurmdbd", "sacct", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
@@ -188,15 +195,29 @@ class Twin:
         config: str | os.PathLike[str] | None = None,
         *,
         nodes: int | None = None,
-        accounting: bool = True,
+        accounting: bool | None = None,
         progress: Progress = _quiet,
         timeout: float = 90.0,
         boot_delay: float = power.DEFAULT_BOOT_DELAY,
+        force: bool = False,
+        check: bool = True,
     ) -> TwinStatus:
+        """Start (or restart) the twin of ``config``.
+
+        ``accounting`` None follows the config (SlurmSettings/Database); ``force`` starts a
+        config that ``pctk config check`` rejects; ``check`` False when the caller ran it.
+        """
         if boot_delay < 0:
             raise PctkError(f"--boot-delay must be 0 or more seconds (got {boot_delay:g})")
         cfg = resolve_config(config)
+        # before anything is stopped: a config ParallelCluster would refuse is refused here
+        notes = precheck.check_before_start(cfg, force=force, progress=progress) if check else []
         topo = load_topology(cfg)
+        if accounting is None:
+            accounting = topo.accounting
+            if not accounting:
+                notes.append(NO_DATABASE_NOTE)
+                progress(NO_DATABASE_NOTE)
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
         missing = missing_binaries(accounting)
         if missing:
@@ -234,7 +255,7 @@ class Twin:
             drains = dict(st.drains) if st else {}
             with port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
-                                            drains, progress, timeout, boot_delay)
+                                            drains, progress, timeout, boot_delay, notes)
 
     def _refuse_other_cluster(self, st: TwinState | None, cluster: str) -> None:
         """One state folder holds one cluster: slurmctld refuses another's StateSaveLocation."""
@@ -247,7 +268,8 @@ class Twin:
     def _plan_and_start(self, topo: ClusterTopology, cfg: Path, cfg_hash: str,
                         nodes: int | None, accounting: bool, prev_ports: Ports | None,
                         drains: dict[str, str], progress: Progress, timeout: float,
-                        boot_delay: float = power.DEFAULT_BOOT_DELAY) -> TwinStatus:
+                        boot_delay: float = power.DEFAULT_BOOT_DELAY,
+                        notes: list[str] | None = None) -> TwinStatus:
         """Choose ports and start the daemons (under the machine-wide port lock)."""
         n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
                                  nodes_per_resource=nodes, accounting=accounting).nodes)
@@ -265,7 +287,7 @@ class Twin:
             partitions=[p for p, _ in plan.partitions],
             started=time.time(),
             drains=drains,
-            notes=list(plan.notes),
+            notes=[*(notes or []), *plan.notes],
             mounts=mounts.prepare(mount_dirs(topo), self.state_dir),
         )
 
@@ -567,7 +589,7 @@ class Twin:
             nodes=nodes,
             partitions=list(st.partitions) if st else [],
             accounting=st.accounting if st else False,
-            notes=[n for n in st.notes if n.startswith("capped")] if st else [],
+            notes=[n for n in st.notes if n.startswith(SHOWN_NOTES)] if st else [],
             mounts=list(st.mounts) if st else [],
             power_events=power.events(self.state_dir, limit=10) if st else [],
             faults=_faults(self.state_dir),
