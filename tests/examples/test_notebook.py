@@ -47,31 +47,39 @@ def test_notebook_submits_watches_and_gathers(twin, tmp_path, monkeypatch):
 CPU_ONLY = """\
 Region: us-east-1
 Image: {Os: alinux2023}
-HeadNode: {InstanceType: m5.2xlarge, Networking: {SubnetId: subnet-1}}
+HeadNode: {InstanceType: m5.2xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}
 Scheduling:
   Scheduler: slurm
-  SlurmSettings: {Database: {Uri: "db:3306", UserName: slurm, PasswordSecretArn: "arn:x"}}
+  SlurmSettings:
+    Database:
+      Uri: "db:3306"
+      UserName: slurm
+      PasswordSecretArn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdb"
   SlurmQueues:
     - Name: work
-      Networking: {SubnetIds: [subnet-1]}
+      Networking: {SubnetIds: [subnet-0123456789abcdef0]}
       ComputeResources:
         - {Name: c5, InstanceType: c5.2xlarge, MinCount: 2, MaxCount: 2}
 """
 P4D = """\
 Region: us-east-1
 Image: {Os: ubuntu2204}
-HeadNode: {InstanceType: m5.8xlarge, Networking: {SubnetId: subnet-1}}
+HeadNode: {InstanceType: m5.8xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}
 Scheduling:
   Scheduler: slurm
-  SlurmSettings: {Database: {Uri: "db:3306", UserName: slurm, PasswordSecretArn: "arn:x"}}
+  SlurmSettings:
+    Database:
+      Uri: "db:3306"
+      UserName: slurm
+      PasswordSecretArn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdb"
   SlurmQueues:
     - Name: train
-      Networking: {SubnetIds: [subnet-1], PlacementGroup: {Enabled: true}}
+      Networking: {SubnetIds: [subnet-0123456789abcdef0], PlacementGroup: {Enabled: true}}
       ComputeResources:
         - {Name: p4d, InstanceType: p4d.24xlarge, MinCount: 2, MaxCount: 2,
            Efa: {Enabled: true}}
     - Name: tools
-      Networking: {SubnetIds: [subnet-1]}
+      Networking: {SubnetIds: [subnet-0123456789abcdef0]}
       ComputeResources:
         - {Name: c8i, InstanceType: c8i.4xlarge, MinCount: 2, MaxCount: 2}
 """
