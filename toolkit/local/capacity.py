@@ -26,7 +26,7 @@ from typing import Any
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.local import pcslurm, power
-from toolkit.submit.slurm import node_states, update_nodes
+from toolkit.slurm import node_states, update_nodes
 
 FAULTS = "faults.json"
 KIND = "ice"

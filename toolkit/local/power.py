@@ -35,7 +35,7 @@ from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.local import nodeaddr, procs
 from toolkit.local.plan import node_host
 from toolkit.paths import code_root
-from toolkit.submit.slurm import expand_hostlist
+from toolkit.slurm import expand_hostlist
 
 CONFIG = "power.json"
 # seconds from ResumeProgram to the node's slurmd starting (an instance's boot); ParallelCluster

@@ -8,7 +8,7 @@ the dynamic ones powered down (``idle~``, powered up on demand by :mod:`toolkit.
 and ``sacct`` answers. Every daemon runs in the foreground of its own session; its pid and
 start time go into ``twin.json`` (:mod:`toolkit.local.state`; a node's slurmd also into
 ``nodes/<node>/slurmd.json``) so ``down`` stops exactly those processes. Slurm's commands
-are run through :mod:`toolkit.submit.slurm`.
+are run through :mod:`toolkit.slurm`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit import slurm
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
-from toolkit.local import faults, files, hosts, mariadb, mounts, power, procs, state
+from toolkit.local import faults, files, hosts, mariadb, mounts, power, procs, stack, state
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -38,9 +39,7 @@ from toolkit.local.plan import (
     slurm_cluster_name,
 )
 from toolkit.local.state import TwinState
-from toolkit.observe import stack
 from toolkit.paths import resolve_config, twin_dir
-from toolkit.submit import slurm
 
 APT_HINT = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server (or `make deps`)"
 SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sinfo", "squeue", "sbatch", "srun", "scancel")

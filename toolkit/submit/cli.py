@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolkit import slurm
 from toolkit.cliout import FAILED, INTERRUPTED, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
-from toolkit.submit import slurm
 from toolkit.submit.cluster import SYSTEM_SLURM_CONF, load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
-from toolkit.submit import slurm
-from toolkit.submit.slurm import (  # noqa: F401  (the names this module has always offered)
+from toolkit import slurm
+from toolkit.slurm import (  # noqa: F401  (the names this module has always offered)
     _ACCOUNTING,
     ACTIVE,
     GONE,

@@ -21,6 +21,7 @@ from benchmarks.fsdp.config import PRESETS, TrainConfig, settings
 from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
+from toolkit.results.ingest import store_finished_run
 
 F = TypeVar("F", bound=Callable[..., Any])
 TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
@@ -106,8 +107,7 @@ def fsdp_command(
     if dry_run:
         typer.echo(driver.render_sbatch(job), nl=False)
         return
-    done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json, store=store,
-                      db=db)
+    done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json)
     if done.record is None:
         if as_json:
             emit_json({"job_id": done.job_id, "run_dir": str(job.run_dir)}, indent=None,
@@ -116,6 +116,8 @@ def fsdp_command(
             typer.echo(f"submitted job {done.job_id}; record will be {job.record_path} (not "
                        f"waiting, so store it yourself: pctk results add {job.record_path})")
         return
+    if store:
+        store_finished_run(job.record_path, db)
     if as_json:
         emit_json(done.record)
     else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bands import REGRESSION as DEFAULT_THRESHOLD
 from benchmarks.record import write_record
 from benchmarks.vocab import canonical_collective, parse_bytes
 from toolkit.bench.nccl.compare import DEFAULT_MIN_BYTES, Comparison, compare_runs
@@ -25,7 +26,6 @@ from toolkit.bench.nccl.verdict import Verdict
 from toolkit.errors import PctkError
 from toolkit.fsutil import DEFAULT_MAX_READ_BYTES
 from toolkit.paths import new_run_dir
-from toolkit.results.compare import DEFAULT_THRESHOLD
 
 
 @dataclass
