@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -27,7 +26,18 @@ from typing import Any
 from toolkit import slurm
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
-from toolkit.local import faults, files, hosts, mariadb, mounts, power, procs, stack, state
+from toolkit.local import (
+    faultfile,
+    faults,
+    files,
+    hosts,
+    mariadb,
+    mounts,
+    power,
+    procs,
+    stack,
+    state,
+)
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -113,11 +123,7 @@ def _node_ready(state: str, kept_drained: bool, dynamic: bool = False) -> bool:
 
 def _faults(state_dir: Path) -> dict[str, Any]:
     """faults.json as armed by `pctk local fault` (empty when none)."""
-    try:
-        data = json.loads((state_dir / "faults.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in data.items() if v} if isinstance(data, dict) else {}
+    return {k: v for k, v in faultfile.read(state_dir).items() if v}
 
 
 def missing_binaries(accounting: bool) -> list[str]:
