@@ -8,7 +8,8 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
-from toolkit.bench.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
+from benchmarks.bands import BUSBW
+from toolkit.bench.nccl.verdict import lookup_expectation
 from toolkit.results import metrics as m
 from toolkit.results import plots
 
@@ -44,4 +45,4 @@ def expected_busbw(record: dict[str, Any], collective: str,
     source = exp.source.split(":", 1)[0]
     at = f" at >= {m.format_size(exp.size_bytes)}" if exp.size_bytes else ""
     return plots.Expected(exp.gbps, exp.size_bytes, f"catalog {exp.gbps:g} GB/s{at} ({source})",
-                          WARN_BELOW, FAIL_BELOW)
+                          BUSBW.warn_below, BUSBW.fail_below)
