@@ -1,16 +1,18 @@
 """``<state>/faults.json``, the faults armed on a twin, keyed by kind: ``ice`` (capacity
 faults, :mod:`toolkit.local.capacity`), ``slow-net`` and ``slow-cpu`` (:mod:`toolkit.local.faults`).
 
-This module is its only reader and writer, always under one exclusive lock
-(``<state>/.faults.lock``), so a ResumeProgram using up an ICE fault, `pctk local fault` and
-`pctk local down` never lose each other's changes. It also holds what a node's start must
-know of the file: a new slurmd of a node with a slow-cpu fault joins the fault's cgroup.
+This module is its only reader and writer. Every change is a read-modify-write under one
+exclusive lock (``<state>/.faults.lock``), so a ResumeProgram using up an ICE fault, `pctk
+local fault` and `pctk local down` never lose each other's changes; the file is replaced
+whole (written aside, renamed), so a plain read (``read``: `pctk local status`, a user who
+may not write the twin's folder) sees one version or the next, never half of one. It also
+holds what a node's start must know of the file: a new slurmd of a node with a slow-cpu
+fault joins the fault's cgroup.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import fcntl
 import json
 from collections.abc import Iterator
@@ -32,12 +34,7 @@ def faults(state_dir: Path) -> Iterator[dict[str, Any]]:
     with open(state_dir / ".faults.lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                data = {}
-            if not isinstance(data, dict):
-                data = {}
+            data = _load(path)
             before = json.dumps(data, sort_keys=True)
             yield data
             if json.dumps(data, sort_keys=True) != before:
@@ -46,10 +43,17 @@ def faults(state_dir: Path) -> Iterator[dict[str, Any]]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def read(state_dir: Path) -> dict[str, Any]:
-    """A copy of faults.json as it stands (read under the same lock)."""
-    with faults(state_dir) as data:
-        return copy.deepcopy(data)
+    """faults.json as it stands (empty when absent or unreadable)."""
+    return _load(state_dir / FAULTS)
 
 
 def exists(state_dir: Path) -> bool:
