@@ -15,8 +15,8 @@ from benchmarks import bands
 from benchmarks.health.context import THRESHOLDS_FILE, NodeContext, load_thresholds
 from benchmarks.health.perf import check_nccl, parse_nccl_tests_busbw
 from benchmarks.health.tools import Tools
+from toolkit.bench.comm.verdict import Expectation, judge
 from toolkit.bench.nccl.parse import parse_nccl_output
-from toolkit.bench.nccl.verdict import Expectation, judge
 from toolkit.errors import PctkError
 from toolkit.observe.rules import RULES_FILE, render_rules, with_bands
 

@@ -155,6 +155,15 @@ def test_no_module_imports_a_higher_layer() -> None:
     assert not broken, "layering: " + " < ".join(LAYERS) + "\n" + "\n".join(broken)
 
 
+def test_the_collectives_core_imports_neither_of_its_sources() -> None:
+    """``toolkit/bench/comm`` serves nccl-tests (``bench/nccl``) and the torch sweep
+    (``bench/collectives``); neither is below it."""
+    up = [f"{where(i)}: {i.importer} imports {i.target}" for i in all_imports("toolkit")
+          if i.importer.startswith("toolkit.bench.comm")
+          and i.target.startswith(("toolkit.bench.nccl", "toolkit.bench.collectives"))]
+    assert not up, "\n".join(up)
+
+
 def test_the_node_side_imports_no_toolkit_module() -> None:
     """``benchmarks/`` runs on compute nodes, where only it is installed."""
     up = [f"{where(i)}: {i.importer} imports {i.target}" for i in all_imports("benchmarks")
@@ -237,7 +246,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
 @pytest.mark.parametrize(("mod", "layer"), [
     ("toolkit.slurm", "base"), ("toolkit.catalog", "base"), ("toolkit", "base"),
     ("toolkit.local.twin", "local"), ("toolkit.local.faults_cli", "cli"),
-    ("toolkit.bench.nccl.verdict", "bench"), ("toolkit.bench.nccl.cli", "cli"),
+    ("toolkit.bench.comm.verdict", "bench"), ("toolkit.bench.nccl.cli", "cli"),
     ("toolkit.bench", "bench"), ("toolkit.cli", "cli"), ("toolkit.results.report", "results"),
 ])
 def test_layer_map(mod: str, layer: str) -> None:

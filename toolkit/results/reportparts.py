@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from benchmarks.bands import BUSBW
-from toolkit.bench.nccl.verdict import lookup_expectation
+from toolkit.bench.comm.verdict import lookup_expectation
 from toolkit.results import metrics as m
 from toolkit.results import plots
 

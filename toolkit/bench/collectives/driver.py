@@ -20,10 +20,10 @@ from typing import Any
 from benchmarks.record import read_record, write_record
 from benchmarks.vocab import parse_bytes
 from toolkit import slurm
-from toolkit.bench.nccl.model import CollectiveRun
-from toolkit.bench.nccl.network import detect_network
-from toolkit.bench.nccl.record import judge_runs, runs_from_record
-from toolkit.bench.nccl.verdict import Verdict, worst
+from toolkit.bench.comm.model import CollectiveRun
+from toolkit.bench.comm.network import detect_network
+from toolkit.bench.comm.record import judge_runs, runs_from_record
+from toolkit.bench.comm.verdict import Verdict, worst
 from toolkit.errors import PctkError
 from toolkit.paths import code_root, new_run_dir, sbatch_script
 from toolkit.submit.jobspec import JobSpec, sbatch_options

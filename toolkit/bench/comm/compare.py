@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.bands import REGRESSION as DEFAULT_THRESHOLD
 from benchmarks.bands import is_drop, judged_sizes
-from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.comm.model import CollectiveRun
 
 DEFAULT_MIN_BYTES = 1 << 20
 

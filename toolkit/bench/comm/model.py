@@ -87,7 +87,7 @@ class CollectiveRun:
         return max(self.rows, key=lambda r: r.size_bytes) if self.rows else None
 
     def to_block(self) -> dict[str, Any]:
-        """The metrics block (layout in :mod:`toolkit.bench.nccl`)."""
+        """The metrics block (layout in :mod:`toolkit.bench.comm`)."""
         block: dict[str, Any] = {
             "collective": self.collective, "collective_source": self.collective_source,
             "dtype": self.dtype, "redop": self.redop, "nranks": self.nranks,

@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmarks.bands import BUSBW
 from toolkit import catalog
-from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.comm.model import CollectiveRun
 
 WARN_BELOW = BUSBW.warn_below
 FAIL_BELOW = BUSBW.fail_below

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from benchmarks.nccltable import Columns, header_tokens, infer_columns
 from benchmarks.vocab import COLLECTIVES, canonical_collective
-from toolkit.bench.nccl.algorithm import AlgorithmScanner
-from toolkit.bench.nccl.check import check_consistency
-from toolkit.bench.nccl.model import CollectiveRun, Device
-from toolkit.bench.nccl.network import NetworkScanner
+from toolkit.bench.comm.algorithm import AlgorithmScanner
+from toolkit.bench.comm.check import check_consistency
+from toolkit.bench.comm.model import CollectiveRun, Device
+from toolkit.bench.comm.network import NetworkScanner
 from toolkit.bench.nccl.parse_json import parse_nccl_json
 from toolkit.errors import PctkError
 from toolkit.fsutil import DEFAULT_MAX_READ_BYTES, InputTooLarge, NotRegularFile, open_regular_text
