@@ -1,4 +1,4 @@
-"""Slurm as a compute node sees it: the node side's counterpart of toolkit/submit/slurm.py.
+"""Slurm as a compute node sees it: the node side's counterpart of toolkit/slurm.py.
 
 Every ``scontrol`` call of the node-side code (result records, health checks, prolog/epilog
 drains) is a small function here. Standard library only, and no import of ``toolkit``:

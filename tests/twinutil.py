@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.local.twin import Twin
-from toolkit.submit.slurm import TERMINAL
+from toolkit.slurm import TERMINAL
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import slurmnode
+from benchmarks.bands import NODE_BUSBW
 from benchmarks.health.tools import Tools
 
 THRESHOLDS_FILE = Path(__file__).resolve().parent / "thresholds.json"
@@ -35,6 +36,9 @@ DEFAULT_MOUNTS = ("/fsx", "/home")
 def load_thresholds(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     data = json.loads(THRESHOLDS_FILE.read_text(encoding="utf-8"))
     data.pop("_comment", None)
+    # the busbw band is a verdict band: benchmarks/bands.py holds it (NODE_BUSBW)
+    data["nccl_warn_fraction"] = NODE_BUSBW.warn_below
+    data["nccl_fail_fraction"] = NODE_BUSBW.fail_below
     data.update(overrides or {})
     return data
 

@@ -13,25 +13,14 @@ from typing import Any
 from benchmarks.health.context import NodeContext
 from benchmarks.health.gpu_nvml import nvml_session
 from benchmarks.health.status import CheckResult, fail, ok, skip, warn
+from benchmarks.nccltable import parse_rows
 
 
 def parse_nccl_tests_busbw(text: str) -> list[tuple[int, float]]:
-    """(size_bytes, out-of-place busbw GB/s) per data row of nccl-tests output.
-
-    Rows end with ``time algbw busbw #wrong`` twice (out-of-place, in-place), with or
-    without the newer ``root`` column, so the out-of-place busbw is the sixth field from
-    the end either way.
-    """
-    rows = []
-    for line in text.splitlines():
-        cols = line.split()
-        if len(cols) < 12 or line.lstrip().startswith("#") or not cols[0].isdigit():
-            continue
-        try:
-            rows.append((int(cols[0]), float(cols[-6])))
-        except ValueError:
-            continue
-    return rows
+    """(size_bytes, out-of-place busbw GB/s) per data row of nccl-tests output, read by the
+    one nccl-tests table parser (:mod:`benchmarks.nccltable`, the driver's too)."""
+    return [(r.size_bytes, m.busbw_gbps) for r in parse_rows(text.splitlines())
+            if (m := r.primary()) is not None]
 
 
 def _gpu_count(ctx: NodeContext) -> int:

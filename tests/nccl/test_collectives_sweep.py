@@ -16,8 +16,8 @@ from benchmarks.collectives import main, use_cuda_graphs
 from benchmarks.record import read_record
 from benchmarks.vocab import busbw_factor, canonical_collective, parse_bytes, sweep_sizes
 from toolkit.bench.collectives.driver import SweepJob, sbatch_command, wait_for_job
-from toolkit.bench.nccl.record import runs_from_record
-from toolkit.bench.nccl.verdict import judge
+from toolkit.bench.comm.record import runs_from_record
+from toolkit.bench.comm.verdict import judge
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.bench.comm.algorithm import AlgorithmScanner, algorithm_from_setting
+from toolkit.bench.comm.model import CollectiveRun
+from toolkit.bench.comm.verdict import judge
 from toolkit.bench.nccl import parse_nccl_file, parse_nccl_output
-from toolkit.bench.nccl.algorithm import AlgorithmScanner, algorithm_from_setting
-from toolkit.bench.nccl.model import CollectiveRun
-from toolkit.bench.nccl.verdict import judge
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SENDRECV = FIXTURES / "13_nccl-tests-331-sendrecv-a100-nthread2-info.log"

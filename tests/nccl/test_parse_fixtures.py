@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.nccl import FIXTURES
+from toolkit.bench.comm.model import CollectiveRun
+from toolkit.bench.comm.verdict import judge
 from toolkit.bench.nccl import parse_nccl_file, parse_nccl_output
-from toolkit.bench.nccl.model import CollectiveRun
-from toolkit.bench.nccl.verdict import judge
 from toolkit.errors import PctkError
 
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / "expected.json").read_text())["files"]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench.nccl.compare import compare_runs
-from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Network, Row
-from toolkit.bench.nccl.network import detect_network
-from toolkit.bench.nccl.report import plot_busbw, runs_to_csv
-from toolkit.bench.nccl.verdict import Expectation, judge, lookup_expectation
+from toolkit.bench.comm.compare import compare_runs
+from toolkit.bench.comm.model import CollectiveRun, Device, Measurement, Network, Row
+from toolkit.bench.comm.network import detect_network
+from toolkit.bench.comm.report import plot_busbw, runs_to_csv
+from toolkit.bench.comm.verdict import Expectation, judge, lookup_expectation
 
 GIB = 1 << 30
 

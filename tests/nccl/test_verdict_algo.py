@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.nccl.test_verdict import make_run
-from toolkit.bench.nccl.verdict import judge, lookup_expectation
+from toolkit.bench.comm.verdict import judge, lookup_expectation
 
 
 @pytest.mark.parametrize(("algo", "busbw", "status"), [

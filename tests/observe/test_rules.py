@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from toolkit.cli import main
+from toolkit.local.stack import render_prometheus_config
 from toolkit.observe.rules import RULES_FILE, alert_names, render_rules
-from toolkit.observe.stack import render_prometheus_config
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None,

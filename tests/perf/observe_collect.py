@@ -24,9 +24,9 @@ from pathlib import Path
 import yaml
 from prometheus_client import generate_latest
 
+from toolkit import slurm
 from toolkit.local.twin import Twin
 from toolkit.observe import collect
-from toolkit.submit import slurm
 
 REPO = Path(__file__).resolve().parents[2]
 ARRAY = 1000

@@ -18,8 +18,8 @@ from typing import Any
 from benchmarks.collectives import measurement
 from benchmarks.record import new_record
 from benchmarks.vocab import busbw_factor
+from toolkit.bench.comm.record import build_record, judge_runs
 from toolkit.bench.nccl import parse_nccl_output
-from toolkit.bench.nccl.record import build_record, judge_runs
 
 SOFTWARE = {"python": "3.11.7", "torch": "2.6.0", "cuda": "12.4", "nccl": "2.21.5",
             "aws_ofi_nccl": "1.13.0", "efa": "1.37.0", "libfabric": "1.22.0",

@@ -133,7 +133,7 @@ def test_scancel_mid_run_leaves_no_files(twin, tmp_path: Path) -> None:
     target.mkdir()
     j = job(tmp_path, str(target), rand_seconds=60, phases="seq,rand")
     j.run_dir.mkdir(parents=True)
-    from toolkit.submit import slurm
+    from toolkit import slurm
 
     job_id = slurm.sbatch(j.sbatch_args(), env=drv.job_env())
     deadline = time.monotonic() + 120

@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 import submitit
 
+from toolkit import slurm
 from toolkit.local import power, procs
 from toolkit.local.twin import Twin
-from toolkit.submit import ClusterExecutor, slurm
+from toolkit.submit import ClusterExecutor
 from toolkit.submit import watcher as watcher_mod
 from toolkit.submit.watcher import PctkWatcher
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from toolkit import slurm
 from toolkit.bench.collectives.driver import SweepJob, sbatch_command
 from toolkit.bench.storage.driver import StorageJob
 from toolkit.errors import PctkError
 from toolkit.health.slownodes import PairTest, SlurmPairs
 from toolkit.health.sweep import Group, SweepOptions, _sbatch_argv
 from toolkit.paths import code_root
-from toolkit.submit import slurm
 from toolkit.submit.command import CommandJob, job_spec, render_script
 from toolkit.submit.jobspec import JobSpec, sbatch_header, sbatch_options
 

@@ -120,7 +120,7 @@ def test_each_cluster_has_its_own_watcher(plain_twin, twin, tmp_path, monkeypatc
 
 
 def test_job_state_helper_uses_squeue_without_accounting(plain_twin, tmp_path):
-    from toolkit.submit import slurm
+    from toolkit import slurm
 
     job_id = slurm.sbatch(["--partition=cpu", f"--output={tmp_path}/%j.out", "--wrap=exit 4"])
     deadline = time.monotonic() + 60

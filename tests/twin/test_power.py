@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.twinutil import TwinHandle
+from toolkit import slurm
 from toolkit.local import capacity, power, replace
 from toolkit.local.twin import Twin
-from toolkit.submit import slurm
 
 pytestmark = pytest.mark.twin
 

@@ -6,9 +6,8 @@ import re
 from dataclasses import dataclass
 
 from benchmarks.distenv import expand_hostlist
-from toolkit import catalog
+from toolkit import catalog, slurm
 from toolkit.errors import PctkError
-from toolkit.submit import slurm
 
 SINFO_FIELDS = "NodeList:|,Partition:|,StateComplete:|,Reason:|,Features:|,Gres:|"
 UNRESPONSIVE_FLAGS = {"not_responding", "down", "future", "unknown", "fail", "powered_down",

@@ -47,6 +47,7 @@ from typing import Any
 
 from rich.table import Table
 
+from toolkit import slurm
 from toolkit.bench.nccl.parse import parse_nccl_file
 from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 from toolkit.cliout import console as cli_console
@@ -54,7 +55,6 @@ from toolkit.errors import PctkError
 from toolkit.health import slurmops
 from toolkit.health.inventory import SlurmNode, not_swept, read_nodes, select_nodes
 from toolkit.paths import code_root
-from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
 OK, SLOW, FAIL, UNRESOLVED = "OK", "SLOW", "FAIL", "UNRESOLVED"
@@ -384,7 +384,7 @@ def _tail(path: Path, n: int = 1) -> str:
 
 @dataclass
 class SlurmPairs:
-    """Runs each round's pairs as concurrent two-node Slurm jobs (toolkit/submit/slurm.py)."""
+    """Runs each round's pairs as concurrent two-node Slurm jobs (toolkit/slurm.py)."""
     test: PairTest
     workdir: Path
     partition: str | None = None

@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.health.runner import CHECK_NAMES, LEVELS, drain_reason
 from benchmarks.health.status import FAIL, OK, SKIP, WARN, CheckResult
+from toolkit import slurm
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.health.expect import build_expectations
@@ -40,7 +41,6 @@ from toolkit.health.inventory import (
     select_nodes,
 )
 from toolkit.paths import code_root, health_dir, sbatch_script
-from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
 REPO_ROOT = code_root()

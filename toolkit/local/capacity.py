@@ -7,58 +7,28 @@ jobs), clustermgtd disables the compute resource's other powered-down nodes with
 ``(Code:InsufficientInstanceCapacity)Temporarily disabling node due to insufficient
 capacity`` (``down~``) and, after ``insufficient_capacity_timeout`` (600 s; the twin divides it
 by TIME_FACTOR), powers them all down again (``idle~``) so the next job may try. The twin's
-ResumeProgram (:mod:`toolkit.local.power`) asks :func:`fail_launches` before booting.
+ResumeProgram (:mod:`toolkit.local.programs`) asks :func:`fail_launches` before booting.
 
-Faults live in ``<state>/faults.json``, one key per fault kind (``ice`` here), written under
-a lock so other fault kinds can share the file.
+Faults live in ``<state>/faults.json`` (:mod:`toolkit.local.faultfile`), one key per fault
+kind (``ice`` here).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from toolkit.errors import PctkError
-from toolkit.fsutil import atomic_write_json
 from toolkit.local import pcslurm, power
-from toolkit.submit.slurm import node_states, update_nodes
+from toolkit.local.faultfile import faults
+from toolkit.slurm import node_states, update_nodes
 
-FAULTS = "faults.json"
 KIND = "ice"
 CODE = "InsufficientInstanceCapacity"
 FAILED_REASON = f"(Code:{CODE})Failure when resuming nodes"
 DISABLED_REASON = f"(Code:{CODE})Temporarily disabling node due to insufficient capacity"
 # ParallelCluster's insufficient_capacity_timeout (clustermgtd), on the twin's clock
 DEFAULT_TIMEOUT = 600 / pcslurm.TIME_FACTOR
-
-
-@contextlib.contextmanager
-def faults(state_dir: Path) -> Iterator[dict[str, Any]]:
-    """faults.json, read and written back under an exclusive lock."""
-    path = state_dir / FAULTS
-    if not state_dir.is_dir():  # no twin here: no faults, nothing to write
-        yield {}
-        return
-    with open(state_dir / ".faults.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                data = {}
-            if not isinstance(data, dict):
-                data = {}
-            before = json.dumps(data, sort_keys=True)
-            yield data
-            if json.dumps(data, sort_keys=True) != before:
-                atomic_write_json(path, data)
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def arm(state_dir: Path, resource: str, timeout: float = DEFAULT_TIMEOUT) -> None:

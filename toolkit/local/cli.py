@@ -14,12 +14,11 @@ from rich.table import Table
 from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
-from toolkit.local import capacity, clusters
+from toolkit.local import capacity, clusters, stack
 from toolkit.local import gc as twin_gc
 from toolkit.local import replace as replacing
 from toolkit.local.power import DEFAULT_BOOT_DELAY
 from toolkit.local.twin import Twin, TwinStatus
-from toolkit.observe import stack
 from toolkit.observe.cli import start_for_twin
 
 app = typer.Typer(

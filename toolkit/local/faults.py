@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import subprocess
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import PctkError
-from toolkit.local import capacity, power, procs, state
+from toolkit.local import capacity, faultfile, power, procs, state
 
 KINDS = ("slow-net", "slow-cpu")
 CGROUP_ROOT = Path(os.environ.get("PCTK_CGROUP_ROOT", "/sys/fs/cgroup"))
@@ -42,23 +41,15 @@ _RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$", re.I
 CFS_PERIOD_US = 20_000
 
 
-def _state_file(state_dir: Path) -> Path:
-    return state_dir / "faults.json"
-
-
 def active(state_dir: Path) -> dict[str, dict[str, Any]]:
     """The faults recorded for this twin, keyed by kind."""
-    try:
-        data = json.loads(_state_file(state_dir).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return {k: v for k, v in data.items() if k in KINDS and isinstance(v, dict)} \
-        if isinstance(data, dict) else {}
+    data = faultfile.read(state_dir)
+    return {k: v for k, v in data.items() if k in KINDS and isinstance(v, dict)}
 
 
 def _save(state_dir: Path, faults: dict[str, dict[str, Any]]) -> None:
     """Write this module's kinds; other kinds in the file (armed ICE faults) stay."""
-    with capacity.faults(state_dir) as data:
+    with faultfile.faults(state_dir) as data:
         for kind in KINDS:
             data.pop(kind, None)
         data.update(faults)
@@ -66,16 +57,10 @@ def _save(state_dir: Path, faults: dict[str, dict[str, Any]]) -> None:
 
 # ---------------------------------------------------------------- twin facts
 def node_addresses(state_dir: Path) -> dict[str, str]:
-    """Node name -> NodeAddr, from the twin's rendered slurm.conf."""
-    conf = state_dir / "etc" / "slurm.conf"
-    try:
-        text = conf.read_text()
-    except OSError:
-        raise PctkError(f"no twin configuration in {state_dir}", "start it with `pctk local up`")\
-            from None
-    out: dict[str, str] = {}
-    for m in re.finditer(r"^NodeName=(\S+) .*?NodeAddr=(\S+)", text, re.MULTILINE):
-        out[m.group(1)] = m.group(2)
+    """Node name -> its address (:func:`toolkit.local.power.node_addresses`, the one source)."""
+    out = power.node_addresses(state_dir)
+    if not out:
+        raise PctkError(f"no twin configuration in {state_dir}", "start it with `pctk local up`")
     return out
 
 
@@ -270,10 +255,7 @@ def _descendants(root_pid: int) -> list[int]:
     return out
 
 
-def _move(procs_file: Path, pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(OSError):  # exited meanwhile
-            procs_file.write_text(f"{pid}\n")
+_move = faultfile.move_pids
 
 
 def throttle(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
@@ -295,14 +277,6 @@ def throttle(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
     _move(group / "cgroup.procs", _descendants(_slurmd_pid(state_dir, node)))
     return {"cgroup": str(group), "version": version, "cpus": cpus, "quota_us": quota,
             "period_us": CFS_PERIOD_US}
-
-
-def follow_new_slurmd(state_dir: Path, node: str, pid: int) -> None:
-    """A node's slurmd started anew (powered up again, replaced) joins the node's slow-cpu
-    group, as a real slow instance stays slow across a restart; the fault is not lost."""
-    fault = active(state_dir).get("slow-cpu")
-    if fault and fault.get("node") == node and Path(str(fault.get("cgroup"))).is_dir():
-        _move(Path(str(fault["cgroup"])) / "cgroup.procs", [pid])
 
 
 def unthrottle(fault: dict[str, Any]) -> None:
@@ -356,6 +330,6 @@ def clear(state_dir: Path) -> list[str]:
             unshape(fault)
         elif kind == "slow-cpu":
             unthrottle(fault)
-    if faults or _state_file(state_dir).exists():
+    if faults or faultfile.exists(state_dir):
         _save(state_dir, {})
     return sorted([*faults, *(["ice"] if capacity.clear(state_dir) else [])])

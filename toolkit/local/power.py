@@ -7,7 +7,8 @@ instances (``alloc#``/``idle#`` while they boot), and after ``ScaledownIdletime`
 
 The twin does the same with a slurmd per node: ``pctk local up`` writes two small programs
 into ``<state>/bin`` (slurmctld runs them with a bare environment, so they carry their own
-interpreter and paths) and this module is what they run:
+interpreter and paths); they run :mod:`toolkit.local.programs`, thin entry points over this
+module, which starts, stops and records a node's slurmd and imports no other lifecycle module:
 
 * ``resume HOSTLIST``: for each node, unless a capacity fault claims it
   (:mod:`toolkit.local.capacity`), a detached boot process sleeps the boot delay, then starts
@@ -32,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.fsutil import atomic_write_json, atomic_write_text
-from toolkit.local import nodeaddr, procs
+from toolkit.local import faultfile, nodeaddr, procs
 from toolkit.local.plan import node_host
 from toolkit.paths import code_root
-from toolkit.submit.slurm import expand_hostlist
 
 CONFIG = "power.json"
 # seconds from ResumeProgram to the node's slurmd starting (an instance's boot); ParallelCluster
@@ -74,9 +74,9 @@ def write_programs(state_dir: Path, slurm_conf: Path, nodes: dict[str, str],
         atomic_write_text(bin_dir / name, "\n".join([
             "#!/bin/sh",
             "# Written by `pctk local up`: slurmctld runs it (Resume/SuspendProgram) with the",
-            "# node list as $1; see toolkit/local/power.py.",
+            "# node list as $1; see toolkit/local/programs.py.",
             f"PYTHONPATH={shlex.quote(str(pkg_root))} exec {shlex.quote(sys.executable)} "
-            f"-m toolkit.local.power {verb} {shlex.quote(str(state_dir))} \"$1\"",
+            f"-m toolkit.local.programs {verb} {shlex.quote(str(state_dir))} \"$1\"",
             "",
         ]), 0o755)
 
@@ -87,6 +87,15 @@ def load_config(state_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def node_addresses(state_dir: Path) -> dict[str, str]:
+    """Node name -> the node's own address (127.0.0.1 when nodes share it), as the plan gave
+    it to ``pctk local up``: the one source of a twin node's address (slurm.conf's NodeAddr,
+    a slurmd's listening and source address, the slow-net fault's filter)."""
+    cfg = load_config(state_dir)
+    addrs = cfg.get("addrs") or {}
+    return {n: str(addrs.get(n, "127.0.0.1")) for n in cfg.get("nodes") or {}}
 
 
 def set_boot_delay(state_dir: Path, boot_delay: float) -> None:
@@ -133,7 +142,7 @@ def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Pa
     this host's uptime, so slurmd says so itself (``-b``: report a reboot now).
     """
     argv = ["slurmd", "-D", *(["-b"] if booted else []), "-N", node, "-f", str(slurm_conf)]
-    addr = (load_config(state_dir).get("addrs") or {}).get(node, "127.0.0.1")
+    addr = node_addresses(state_dir).get(node, "127.0.0.1")
     if addr != "127.0.0.1":
         # its own host name (UTS namespace), hence its own listening address (see
         # plan.node_host), and its own source address (see nodeaddr.py)
@@ -143,9 +152,7 @@ def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Pa
                "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib"))}
     p = procs.spawn(f"slurmd:{node}", argv, state_dir / "log" / f"slurmd-{node}.out", env,
                     state_dir)
-    from toolkit.local import faults  # faults builds on this module
-
-    faults.follow_new_slurmd(state_dir, node, p.pid)  # an active slow-cpu fault stays
+    faultfile.follow_new_slurmd(state_dir, node, p.pid)  # an active slow-cpu fault stays
     rec = _slurmd_record(state_dir, node)
     rec.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(rec, p.to_json())
@@ -193,12 +200,13 @@ def spawn_detached(state_dir: Path, verb: str, args: list[str], env: dict[str, s
     """A helper process in its own session (slurmctld kills its programs' process group
     when they outlive their timeout), recorded so `down` can stop it."""
     log = _dir(state_dir) / "power.log"
-    p = procs.spawn(f"power:{verb}", [sys.executable, "-m", "toolkit.local.power", verb,
+    p = procs.spawn(f"power:{verb}", [sys.executable, "-m", "toolkit.local.programs", verb,
                                       str(state_dir), *args], log, env, state_dir)
     atomic_write_json(_dir(state_dir) / f"boot-{p.pid}.json", p.to_json())
 
 
-def _forget_self(state_dir: Path) -> None:
+def forget_self(state_dir: Path) -> None:
+    """A detached helper process, done: no longer recorded."""
     (state_dir / "power" / f"boot-{os.getpid()}.json").unlink(missing_ok=True)
 
 
@@ -208,22 +216,8 @@ def env_of(cfg: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def resume(state_dir: Path, hostlist: str) -> None:
-    from toolkit.local import capacity  # capacity builds on this module
-
-    cfg = load_config(state_dir)
-    env = env_of(cfg)
-    nodes = expand_hostlist(hostlist, env=env)
-    resources = {n: str((cfg.get("nodes") or {}).get(n, "")) for n in nodes}
-    failed = capacity.fail_launches(state_dir, resources, env)
-    booting = [n for n in nodes if n not in failed]
-    for n in booting:
-        event(state_dir, n, "power-up", f"booting for {cfg.get('boot_delay', 0)} s")
-    if booting:
-        spawn_detached(state_dir, "boot", booting, env)
-
-
 def boot(state_dir: Path, nodes: list[str]) -> None:
+    """The detached boot process: after the boot delay, start each node's slurmd."""
     cfg = load_config(state_dir)
     env = env_of(cfg)
     try:
@@ -234,55 +228,14 @@ def boot(state_dir: Path, nodes: list[str]) -> None:
             p = start_slurmd(state_dir, n, env, conf, booted=True)
             event(state_dir, n, "slurmd started", f"pid {p.pid}")
     finally:
-        _forget_self(state_dir)
+        forget_self(state_dir)
 
 
-def suspend(state_dir: Path, hostlist: str) -> None:
-    env = env_of(load_config(state_dir))
-    nodes = expand_hostlist(hostlist, env=env)
+def power_down(state_dir: Path, nodes: list[str]) -> None:
+    """SuspendProgram's work: stop those nodes' slurmd, all at once, by pid."""
     running = {n: p for n in nodes if (p := recorded_slurmd(state_dir, n)) is not None
                and procs.is_running(p)}
     procs.stop(list(running.values()), timeout=10)  # all at once: SuspendTimeout is short
     for n in nodes:
         _slurmd_record(state_dir, n).unlink(missing_ok=True)
         event(state_dir, n, "power-down", "slurmd stopped" if n in running else "no slurmd")
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) < 3:
-        print("usage: python -m toolkit.local.power resume|suspend|boot|recover STATE_DIR ARGS",
-              file=sys.stderr)
-        return 2
-    verb, state_dir = argv[0], Path(argv[1])
-    try:
-        if verb == "resume":
-            resume(state_dir, argv[2])
-        elif verb == "suspend":
-            suspend(state_dir, argv[2])
-        elif verb == "boot":
-            boot(state_dir, argv[2:])
-        elif verb == "recover":
-            from toolkit.local import capacity
-
-            try:
-                capacity.recover(state_dir, argv[2:], env_of(load_config(state_dir)))
-            finally:
-                _forget_self(state_dir)
-        elif verb == "relaunch":
-            from toolkit.local import replace
-
-            try:
-                replace.relaunch(state_dir, argv[2:], env_of(load_config(state_dir)))
-            finally:
-                _forget_self(state_dir)
-        else:
-            print(f"unknown verb {verb}", file=sys.stderr)
-            return 2
-    except Exception as e:  # the log is all slurmctld's programs leave behind
-        event(state_dir, ",".join(argv[2:])[:200], f"{verb} failed", repr(e))
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

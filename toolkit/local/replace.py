@@ -13,7 +13,7 @@ from pathlib import Path
 
 from toolkit.errors import PctkError
 from toolkit.local import power
-from toolkit.submit.slurm import error_line, node_states, slurmd_start_times, update_nodes
+from toolkit.slurm import error_line, node_states, slurmd_start_times, update_nodes
 
 REASON = "Static node maintenance: unhealthy node is being replaced"
 UNEXPECTED_REBOOT = "Node unexpectedly rebooted"

@@ -8,14 +8,13 @@ the dynamic ones powered down (``idle~``, powered up on demand by :mod:`toolkit.
 and ``sacct`` answers. Every daemon runs in the foreground of its own session; its pid and
 start time go into ``twin.json`` (:mod:`toolkit.local.state`; a node's slurmd also into
 ``nodes/<node>/slurmd.json``) so ``down`` stops exactly those processes. Slurm's commands
-are run through :mod:`toolkit.submit.slurm`.
+are run through :mod:`toolkit.slurm`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -24,9 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit import slurm
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
-from toolkit.local import faults, files, hosts, mariadb, mounts, power, precheck, procs, state
+from toolkit.local import (
+    faultfile,
+    faults,
+    files,
+    hosts,
+    mariadb,
+    mounts,
+    power,
+    precheck,
+    procs,
+    stack,
+    state,
+)
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -38,9 +50,7 @@ from toolkit.local.plan import (
     slurm_cluster_name,
 )
 from toolkit.local.state import TwinState
-from toolkit.observe import stack
 from toolkit.paths import resolve_config, twin_dir
-from toolkit.submit import slurm
 
 # said by `local up` (and kept in the twin's notes) when the config has no Database
 NO_DATABASE_NOTE = (
@@ -121,11 +131,7 @@ def _node_ready(state: str, kept_drained: bool, dynamic: bool = False) -> bool:
 
 def _faults(state_dir: Path) -> dict[str, Any]:
     """faults.json as armed by `pctk local fault` (empty when none)."""
-    try:
-        data = json.loads((state_dir / "faults.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in data.items() if v} if isinstance(data, dict) else {}
+    return {k: v for k, v in faultfile.read(state_dir).items() if v}
 
 
 def missing_binaries(accounting: bool) -> list[str]:

@@ -16,8 +16,7 @@ import typer
 from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
-from toolkit.local import clusters
-from toolkit.observe import stack
+from toolkit.local import clusters, stack
 from toolkit.observe.dashboard import dashboard_text
 from toolkit.observe.headnode import render_scrape_config
 from toolkit.observe.rules import render_rules
@@ -140,7 +139,7 @@ def start_for_twin(twin: Twin, alert_for: str | None = None, interval: str = "5s
     env = dict(os.environ)
     env.update(twin.env())
     return stack.start(twin.state_dir, st.cluster or "twin", env, results_db(),
-                       alert_for=alert_for, interval=interval,
+                       rules=render_rules(alert_for), interval=interval,
                        progress=progress or (lambda m: print(m, file=sys.stderr)))
 
 

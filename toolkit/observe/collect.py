@@ -37,10 +37,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from benchmarks.distenv import expand_hostlist
-from toolkit import catalog
+from toolkit import catalog, slurm
 from toolkit.errors import PctkError
 from toolkit.results.prometheus import Family, registry_of
-from toolkit.submit import slurm
 
 PCTK_REASON = "pctk:"
 DRAIN_FLAGS = {"drain", "drained", "draining"}

@@ -11,16 +11,13 @@ A drop counts when it is larger than ``threshold`` (relative, default 5%).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benchmarks.bands import REGRESSION as DEFAULT_THRESHOLD
+from benchmarks.bands import is_drop, judged_sizes
 from toolkit.results import metrics as m
 from toolkit.results.store import group_key
-
-DEFAULT_THRESHOLD = 0.05
-TOP_SIZES = 4  # compare at most this many of the largest common sizes ...
-SIZE_SPAN = 64  # ... and none smaller than the largest common size / SIZE_SPAN
 
 
 @dataclass(frozen=True)
@@ -59,23 +56,6 @@ class Comparison:
 
 def _change(current: float, baseline: float) -> float | None:
     return (current - baseline) / baseline if baseline else None
-
-
-def judged_sizes(common: Iterable[int], min_bytes: int = 0) -> list[int]:
-    """The message sizes a busbw comparison judges, the one rule for `pctk results compare`
-    and `pctk bench nccl compare`: the ``TOP_SIZES`` largest sizes both runs measured, none
-    below the largest / ``SIZE_SPAN`` or below ``min_bytes`` (smaller messages are
-    latency-bound and too noisy to judge bandwidth by)."""
-    sizes = sorted(set(common))
-    if not sizes:
-        return []
-    floor = max(sizes[-1] / SIZE_SPAN, min_bytes)
-    return [s for s in sizes[-TOP_SIZES:] if s >= floor]
-
-
-def is_drop(change: float | None, threshold: float) -> bool:
-    """A fall by more than ``threshold`` (relative)."""
-    return change is not None and change < -threshold
 
 
 def large_common_sizes(current: list[m.BusbwPoint], baseline: list[m.BusbwPoint]) -> list[int]:

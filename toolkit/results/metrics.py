@@ -59,7 +59,7 @@ def _row_busbw(row: dict[str, Any]) -> float | None:
 
 def collective_sections(metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{collective: block}`` from ``metrics["collectives"]``, the list of blocks that both
-    writers produce (toolkit.bench.nccl's ``CollectiveRun.to_block`` and benchmarks.collectives).
+    writers produce (toolkit.bench.comm's ``CollectiveRun.to_block`` and benchmarks.collectives).
 
     A second block of the same collective is named ``all_reduce [half]`` by its dtype, or
     ``all_reduce #2`` when the dtype does not tell them apart.

@@ -35,7 +35,7 @@ def png_data_uri(fig: Figure) -> str:
 
 @dataclass(frozen=True)
 class Expected:
-    """The catalog figure a busbw curve was judged against (see toolkit.bench.nccl.verdict)."""
+    """The catalog figure a busbw curve was judged against (see toolkit.bench.comm.verdict)."""
 
     gbps: float
     size_bytes: int | None  # judged at sizes >= this; None: at every size

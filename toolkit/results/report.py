@@ -7,7 +7,6 @@ any fetch, so the file can be mailed, attached to a ticket or opened offline.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -16,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import check_created
-from toolkit.bench.nccl.verdict import FAIL_BELOW, WARN_BELOW, lookup_expectation
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
 from toolkit.results import plots
 from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison
+from toolkit.results.reportparts import esc, expected_busbw, table, td
 from toolkit.results.store import ResultStore, group_key
 from toolkit.results.trend import build_series
+from toolkit.results.trendreport import trends_section
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STYLE = """
@@ -53,25 +53,8 @@ TWIN_BADGE = ('<span class="twin" title="measured on pctk\'s local twin: emulate
               'host, not hardware figures">TWIN</span>')
 
 
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
 def group_label(key: tuple[str, str]) -> str:
     return f"{key[0] or '?'} / {key[1] or '?'}"
-
-
-def table(headers: Iterable[str] | None, rows: Iterable[Iterable[str]]) -> str:
-    """Cells are HTML already (escape on the way in); no header row when ``headers`` is None."""
-    head = ("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>"
-            if headers is not None else "")
-    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
-    return f"<table>{head}<tbody>{body}</tbody></table>"
-
-
-def td(value: Any, css: str = "", title: str = "") -> str:
-    attrs = (f' class="{esc(css)}"' if css else "") + (f' title="{esc(title)}"' if title else "")
-    return f"<td{attrs}>{esc(value)}</td>"
 
 
 def _natural_text(text: str) -> list[Any]:
@@ -214,23 +197,6 @@ def busbw_image(record: dict[str, Any], label: str, collective: str,
         f"; judged against {expected.label}" if expected else "; no catalog expectation")
     chart = plots.busbw_chart(label, points, baseline, group_label(group_key(record)), expected)
     return _img(chart, alt, len(points))
-
-
-def expected_busbw(record: dict[str, Any], collective: str,
-                   points: list[m.BusbwPoint]) -> plots.Expected | None:
-    """The catalog expectation the verdict used: same lookup, same instance type and nodes."""
-    cluster = record.get("cluster") or {}
-    block = m.collective_sections(record.get("metrics") or {}).get(collective) or {}
-    hosts = block.get("hosts")
-    nodes = cluster.get("nodes") or (len(hosts) if isinstance(hosts, list) else 0) or None
-    exp = lookup_expectation(cluster.get("instance_type"), nodes, collective,
-                             max((p.size for p in points), default=None))
-    if exp is None:
-        return None
-    source = exp.source.split(":", 1)[0]
-    at = f" at >= {m.format_size(exp.size_bytes)}" if exp.size_bytes else ""
-    return plots.Expected(exp.gbps, exp.size_bytes, f"catalog {exp.gbps:g} GB/s{at} ({source})",
-                          WARN_BELOW, FAIL_BELOW)
 
 
 @dataclass
@@ -476,7 +442,6 @@ def render_report(store: ResultStore, cluster: str | None = None,
     summaries, the trend series and the latest-run lists (10,000 records held at once take
     about 550 MB); then the latest runs, their baselines and the few earlier runs each is
     judged against are read again."""
-    from toolkit.results.trendreport import trends_section  # it imports this module
 
     groups: dict[tuple[str, str], GroupSummary] = {}
     newest: dict[tuple[str, str, str], dict[str, Any]] = {}

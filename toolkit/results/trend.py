@@ -4,7 +4,7 @@ The figures are the ones the verdicts and comparisons judge, read with
 :mod:`toolkit.results.metrics`:
 
 - busbw: per collective, the busbw at the largest message size the run measured (what
-  toolkit.bench.nccl's verdict judges); the size is part of the series, so a sweep with a different
+  toolkit.bench.comm's verdict judges); the size is part of the series, so a sweep with a different
   ``maxbytes`` starts a new series instead of mixing figures. EMULATED blocks are left out.
 - fsdp: tokens/s per GPU and MFU (as a fraction); storage throughput as the checkpoint
   save / load GB/s where the run wrote or read checkpoints.

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolkit.results import metrics as m
-from toolkit.results import report as r
+from toolkit.results import reportparts as r
 from toolkit.results.changepoint import ChangePoint, CusumParams, change_points
 from toolkit.results.trend import Series
 from toolkit.results.trendplots import trend_chart

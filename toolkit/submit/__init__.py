@@ -1,7 +1,7 @@
 """Submission: submitit executors tuned for the cluster, from Python, notebooks and the CLI.
 
 The executor (and submitit with it) is imported on first use, so modules that only need the
-Slurm layer (``toolkit.submit.slurm``) or the job renderer do not pay for it.
+Slurm layer (``toolkit.slurm``) or the job renderer do not pay for it.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from toolkit import slurm
 from toolkit.cliout import FAILED, INTERRUPTED, JsonOption, emit_json, exit_with
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
-from toolkit.submit import slurm
 from toolkit.submit.cluster import SYSTEM_SLURM_CONF, load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,

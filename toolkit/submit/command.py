@@ -14,11 +14,10 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from toolkit import paths
+from toolkit import paths, slurm
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json, atomic_write_text
-from toolkit.submit import slurm
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
 from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, env_exports, sbatch_options

@@ -31,13 +31,13 @@ import submitit
 from toolkit import catalog
 from toolkit.config.model import ClusterTopology, ComputeResource, Queue
 from toolkit.errors import PctkError
+from toolkit.slurm import array_chunks, max_array_size, parse_job_id, sbatch_command
 from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.command import register_job
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 from toolkit.submit.request import check_request
-from toolkit.submit.slurm import array_chunks, max_array_size, parse_job_id, sbatch_command
 
 # submitit's private members, checked against the installed submitit when first imported
 from toolkit.submit.submitit_private import SlurmExecutor, core, make_sbatch_string, utils

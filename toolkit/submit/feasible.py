@@ -7,8 +7,8 @@ submitting, and fails at once when no set of the partition's nodes could ever ho
 
 from __future__ import annotations
 
+from toolkit import slurm
 from toolkit.errors import PctkError
-from toolkit.submit import slurm
 
 # answers that say nothing about the job itself: leave the decision to the real sbatch
 _TRANSIENT = ("unable to contact", "socket timed out", "communication connection failure",

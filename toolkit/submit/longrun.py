@@ -20,8 +20,8 @@ from typing import Any
 
 import typer
 
+from toolkit import slurm
 from toolkit.cliout import INTERRUPTED
-from toolkit.submit import slurm
 from toolkit.submit.cluster import use_running_twin
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

@@ -1,6 +1,6 @@
 """Wait for many jobs with a progress bar: one sacct/squeue call per poll, Ctrl-C safe.
 
-The loop is :func:`toolkit.submit.slurm.wait_jobs`; the states come from the submitit
+The loop is :func:`toolkit.slurm.wait_jobs`; the states come from the submitit
 watcher (one call per poll for every job). A job Slurm requeues (node failure, preemption)
 is followed to its real end, and said so.
 """
@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from toolkit import slurm
 from toolkit.cliout import console as cli_console
 from toolkit.progress import ProgressLines
-from toolkit.submit import slurm
-from toolkit.submit.slurm import OK_STATES  # noqa: F401  (imported from here by callers)
+from toolkit.slurm import OK_STATES  # noqa: F401  (imported from here by callers)
 from toolkit.submit.watcher import PctkWatcher
 
 

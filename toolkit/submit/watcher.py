@@ -30,8 +30,8 @@ import time
 import typing as tp
 from pathlib import Path
 
-from toolkit.submit import slurm
-from toolkit.submit.slurm import (  # noqa: F401  (the names this module has always offered)
+from toolkit import slurm
+from toolkit.slurm import (  # noqa: F401  (the names this module has always offered)
     _ACCOUNTING,
     ACTIVE,
     GONE,

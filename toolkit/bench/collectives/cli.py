@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from toolkit.bench.collectives.driver import SweepJob, judge_sweep_record, run_sweep
-from toolkit.bench.nccl.report import show_runs
+from toolkit.bench.comm.report import show_runs
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, fail_if
 from toolkit.cliout import console as cli_console

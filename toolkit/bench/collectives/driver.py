@@ -4,7 +4,7 @@
 ``pctk bench collectives`` calls; the steps below it are public for Python callers.
 
 A plain ``sbatch`` of ``sbatch/collectives.sbatch`` (the script a researcher can also submit
-by hand), then one state query per poll through :mod:`toolkit.submit.slurm` (sacct, or
+by hand), then one state query per poll through :mod:`toolkit.slurm` (sacct, or
 ``squeue --states=all`` on clusters without accounting).
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 
 from benchmarks.record import read_record, write_record
 from benchmarks.vocab import parse_bytes
-from toolkit.bench.nccl.model import CollectiveRun
-from toolkit.bench.nccl.network import detect_network
-from toolkit.bench.nccl.record import judge_runs, runs_from_record
-from toolkit.bench.nccl.verdict import Verdict, worst
+from toolkit import slurm
+from toolkit.bench.comm.model import CollectiveRun
+from toolkit.bench.comm.network import detect_network
+from toolkit.bench.comm.record import judge_runs, runs_from_record
+from toolkit.bench.comm.verdict import Verdict, worst
 from toolkit.errors import PctkError
 from toolkit.paths import code_root, new_run_dir, sbatch_script
-from toolkit.submit import slurm
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
 REPO = code_root()

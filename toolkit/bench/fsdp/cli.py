@@ -21,6 +21,7 @@ from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
+from toolkit.results.ingest import store_finished_run
 from toolkit.submit.longrun import long_command
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -108,8 +109,7 @@ def fsdp_command(
         if dry_run:
             typer.echo(driver.render_sbatch(job), nl=False)
             return
-        done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json, store=store,
-                          db=db)
+        done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json)
         if done.record is None:
             if as_json:
                 emit_json({"job_id": done.job_id, "run_dir": str(job.run_dir)}, indent=None,
@@ -118,6 +118,8 @@ def fsdp_command(
                 typer.echo(f"submitted job {done.job_id}; record will be {job.record_path} (not "
                            f"waiting, so store it yourself: pctk results add {job.record_path})")
             return
+        if store:
+            store_finished_run(job.record_path, db)
         if as_json:
             emit_json(done.record)
         else:

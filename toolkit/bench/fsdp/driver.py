@@ -2,7 +2,7 @@
 
 :func:`plan` turns the command's settings into an :class:`FsdpJob`; :func:`render_sbatch`
 writes its batch script (one task per GPU under ``srun``, or one ``torchrun`` per node with a
-c10d rendezvous); :func:`run` submits it through toolkit.submit.slurm, waits for the job and
+c10d rendezvous); :func:`run` submits it through toolkit.slurm, waits for the job and
 returns the result record the job's rank 0 wrote. The arguments of ``benchmarks.fsdp.train``
 are rendered from :class:`benchmarks.fsdp.config.TrainConfig`, the node's own settings.
 """
@@ -18,13 +18,11 @@ from typing import Any
 from benchmarks.fsdp.config import PRESETS, TrainConfig, to_argv
 from benchmarks.fsdp.stragglers import describe as describe_stragglers
 from benchmarks.record import read_record, write_record
-from toolkit import catalog
+from toolkit import catalog, slurm
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
-from toolkit.results.ingest import store_finished_run
-from toolkit.submit import slurm
 from toolkit.submit.efa import efa_env
 from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, env_exports, sbatch_header
 
@@ -135,9 +133,9 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | N
 
 
 def run(job: FsdpJob, *, wait_for_it: bool = True, timeout: float | None = None,
-        quiet: bool = False, store: bool = True, db: Path | None = None) -> FsdpRun:
+        quiet: bool = False) -> FsdpRun:
     """Write the script, submit it and, with ``wait_for_it``, wait for the job and return its
-    record (the job's log named in it; stored in the results database with ``store``)."""
+    record (the job's log named in it; the command stores it in the results database)."""
     script = atomic_write_text(job.run_dir / "fsdp.sbatch", render_sbatch(job))
     job_id = submit(script)
     if not wait_for_it:
@@ -151,8 +149,6 @@ def run(job: FsdpJob, *, wait_for_it: bool = True, timeout: float | None = None,
     if done.log.is_file() and done.log.name not in rec["raw_logs"]:
         rec["raw_logs"] = [*rec["raw_logs"], done.log.name]  # kept with the record when stored
         write_record(job.record_path, rec)
-    if store:
-        store_finished_run(job.record_path, db)
     return replace(done, record=rec)
 
 

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.vocab import parse_bytes
+from toolkit.bench.comm.report import human_bytes, show_runs, wide_console
 from toolkit.bench.nccl import driver
-from toolkit.bench.nccl.report import human_bytes, show_runs, wide_console
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console

@@ -8,24 +8,30 @@ calls them the same way.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import write_record
+from benchmarks.bands import REGRESSION as DEFAULT_THRESHOLD
+from benchmarks.record import RecordError, validate_record, write_record
 from benchmarks.vocab import canonical_collective, parse_bytes
-from toolkit.bench.nccl.compare import DEFAULT_MIN_BYTES, Comparison, compare_runs
-from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.comm.compare import DEFAULT_MIN_BYTES, Comparison, compare_runs
+from toolkit.bench.comm.model import CollectiveRun
+from toolkit.bench.comm.record import build_record, judge_runs, runs_from_record
+from toolkit.bench.comm.report import plot_busbw, run_title
+from toolkit.bench.comm.verdict import Verdict
 from toolkit.bench.nccl.parse import parse_nccl_file
-from toolkit.bench.nccl.record import build_record, judge_runs, load_runs
-from toolkit.bench.nccl.report import plot_busbw, run_title
-from toolkit.bench.nccl.verdict import Verdict
 from toolkit.errors import PctkError
-from toolkit.fsutil import DEFAULT_MAX_READ_BYTES
+from toolkit.fsutil import (
+    DEFAULT_MAX_READ_BYTES,
+    InputTooLarge,
+    NotRegularFile,
+    open_regular_text,
+)
 from toolkit.paths import new_run_dir
-from toolkit.results.compare import DEFAULT_THRESHOLD
 
 
 @dataclass
@@ -170,3 +176,43 @@ def plot_files(files: Sequence[Path], out: Path, *,
             runs.append(r)
             labels.append(f"{f.name}: {run_title(r).split(' | ')[0]}")
     return plot_busbw(out, runs, labels), len(runs)
+
+
+def _read_if_json(p: Path) -> str | None:
+    """The whole (bounded) text when the file starts with ``{``, else None."""
+    try:
+        with open_regular_text(p) as lines:
+            for line in lines:
+                if line.strip():
+                    return line + lines.read() if line.lstrip().startswith("{") else None
+    except (NotRegularFile, InputTooLarge) as exc:
+        raise PctkError(str(exc), "pass a result record or an nccl-tests log") from None
+    except OSError as exc:
+        raise PctkError(f"cannot read {p}: {exc.strerror}", "check the path") from None
+    return None
+
+
+def load_runs(path: str | Path, *, collective: str | None = None,
+              nranks: int | None = None) -> list[CollectiveRun]:
+    """Runs from a result record (JSON with our schema) or from a raw nccl-tests log/JSON."""
+    p = Path(path)
+    if not p.exists():
+        raise PctkError(f"{p}: no such file", "pass a result record or an nccl-tests log")
+    text = _read_if_json(p)
+    doc: Any = None
+    if text is not None:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            doc = None  # maybe a truncated nccl-tests -J file: the parser salvages it
+    if isinstance(doc, dict) and "schema" in doc:
+        try:
+            runs = runs_from_record(validate_record(doc))
+        except RecordError as exc:
+            raise PctkError(f"{p}: {exc}", "pass a valid pctk result record") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PctkError(f"{p}: unreadable record ({exc})", "regenerate the record") from None
+        for r in runs:
+            r.source = r.source or str(p)
+        return runs
+    return parse_nccl_file(p, collective=collective, nranks=nranks)

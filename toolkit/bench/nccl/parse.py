@@ -23,11 +23,12 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from benchmarks.nccltable import Columns, header_tokens, infer_columns
 from benchmarks.vocab import COLLECTIVES, canonical_collective
-from toolkit.bench.nccl.algorithm import AlgorithmScanner
-from toolkit.bench.nccl.check import check_consistency
-from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row
-from toolkit.bench.nccl.network import NetworkScanner
+from toolkit.bench.comm.algorithm import AlgorithmScanner
+from toolkit.bench.comm.check import check_consistency
+from toolkit.bench.comm.model import CollectiveRun, Device
+from toolkit.bench.comm.network import NetworkScanner
 from toolkit.bench.nccl.parse_json import parse_nccl_json
 from toolkit.errors import PctkError
 from toolkit.fsutil import DEFAULT_MAX_READ_BYTES, InputTooLarge, NotRegularFile, open_regular_text
@@ -49,8 +50,6 @@ _FAILURE = re.compile(
     r"srun: error|slurmstepd: error|Segmentation fault|Bus error|Aborted|Killed|"
     r"terminate called|mpirun noticed|MPI_ABORT|exited on signal|Invalid number of GPUs|"
     r"out of memory|Traceback|^pctk: ", re.IGNORECASE)
-_TIME_COLS = ("time", "cputime")
-_KEY_COLS = ("size", "count", "type", "redop", "root")
 MAX_FAILURE_LINES = 30
 
 
@@ -67,96 +66,6 @@ def collective_from_name(name: str) -> str | None:
         if c.replace("_", "") in squashed and c not in ("gather", "scatter", "reduce"):
             return c
     return None
-
-
-class _Columns:
-    """Where each figure sits in a data row, from the header's tokens."""
-
-    def __init__(self, tokens: list[str]):
-        starts = [i for i, t in enumerate(tokens) if t in _TIME_COLS]
-        self.keys = tokens[:starts[0]] if starts else tokens
-        self.groups: list[dict[str, int]] = []
-        for n, s in enumerate(starts[:2]):
-            end = starts[n + 1] if n + 1 < len(starts) else len(tokens)
-            self.groups.append({("wrong" if t in ("#wrong", "error") else
-                                 "time" if t in _TIME_COLS else t): i
-                                for i, t in enumerate(tokens[s:end], start=s)})
-        self.error_kind = "error" if "error" in tokens else "#wrong"
-        self.width = max([i for g in self.groups for i in g.values()], default=len(tokens) - 1) + 1
-        if "root" in self.keys:
-            self.format = "new"
-        elif "redop" in self.keys:
-            self.format = "old"
-        else:
-            self.format = "oldest"
-
-    def measurement(self, tokens: list[str], group: int) -> Measurement | None:
-        if group >= len(self.groups):
-            return None
-        g = self.groups[group]
-        text = {k: tokens[i] for k, i in g.items() if k in ("time", "algbw", "busbw", "wrong")}
-        wrong: int | None = None
-        error: float | None = None
-        w = text.get("wrong", "N/A")
-        if w != "N/A":
-            if self.error_kind == "error":
-                error = float(w)
-            else:
-                wrong = int(float(w))
-        return Measurement(float(text["time"]), float(text["algbw"]), float(text["busbw"]),
-                           wrong, error, text)
-
-    def row(self, tokens: list[str]) -> Row | None:
-        if len(tokens) < self.width or not (tokens[0].isdigit() and tokens[1].isdigit()):
-            return None
-        k = {name: tokens[i] for i, name in enumerate(self.keys)}
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k.get("type", "")):
-            return None
-        try:
-            oop, ip = self.measurement(tokens, 0), self.measurement(tokens, 1)
-        except (ValueError, KeyError):
-            return None
-        root = k.get("root")
-        return Row(int(k["size"]), int(k["count"]), k["type"], k.get("redop"),
-                   int(root) if root and root.lstrip("-").isdigit() else None, oop, ip)
-
-
-# the row shapes nccl-tests has printed, for pastes that lost their column header
-_DTYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float",
-           "double", "bfloat16", "fp8_e4m3", "fp8_e5m2", "int", "char", "float16",
-           "float32", "float64"}
-_REDOPS = {"sum", "prod", "max", "min", "avg", "none", "premulsum", "mulsum"}
-_SHAPES = {
-    "new": "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
-    "old": "size count type redop time algbw busbw error time algbw busbw error",
-    "oldest": "size count type time algbw busbw error time algbw busbw error",
-}
-
-
-def _header_tokens(body: str) -> list[str] | None:
-    tokens = body.split()
-    return tokens if tokens[:3] == ["size", "count", "type"] else None
-
-
-def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit()
-
-
-def infer_columns(tokens: list[str]) -> _Columns | None:
-    """Columns for a data row seen without a header, from its shape; None if not a row."""
-    if len(tokens) < 11 or not (tokens[0].isdigit() and tokens[1].isdigit()):
-        return None
-    if tokens[2] not in _DTYPES:
-        return None
-    if tokens[3] in _REDOPS:
-        shape = "new" if len(tokens) == 13 and _is_int(tokens[4]) else \
-            "old" if len(tokens) == 12 else None
-    else:
-        shape = "oldest" if len(tokens) == 11 else None
-    if shape is None:
-        return None
-    cols = _Columns(_SHAPES[shape].split())
-    return cols if cols.row(tokens) is not None else None
 
 
 def _uniform(values: list[str | None]) -> str | None:
@@ -193,7 +102,7 @@ class _RunReader:
 
     def __init__(self) -> None:
         self.run = CollectiveRun(None)
-        self.cols: _Columns | None = None
+        self.cols: Columns | None = None
         self.evidence = False
         self.net = NetworkScanner()
         self.algo = AlgorithmScanner()
@@ -228,9 +137,9 @@ class _RunReader:
             self._info(line)
             return
         self.algo.feed(line)
-        header = _header_tokens(body)
+        header = header_tokens(body)
         if header:
-            self.cols, self.evidence = _Columns(header), True
+            self.cols, self.evidence = Columns(header), True
             self.run.format = self.cols.format
             self.after.clear()
             return
@@ -396,7 +305,7 @@ _MAX_PENDING = 10_000
 
 def _starts_run(body: str) -> bool:
     """A line that opens a run (a finished run never continues past one)."""
-    return bool(_header_tokens(body) or _NTHREAD.search(body) or _STARTING.search(body)
+    return bool(header_tokens(body) or _NTHREAD.search(body) or _STARTING.search(body)
                 or _TESTS_VERSION.search(body))
 
 
@@ -425,7 +334,7 @@ class _Splitter:
                 return
             self._next_run()
         elif cur.unfinished and not cur.interleaved:
-            if starts and not _header_tokens(body):
+            if starts and not header_tokens(body):
                 self._next_run()
             elif body and _COMMAND.search(line) and not _FAILURE.search(line):
                 self.pending.append(line)    # the next run's command line, after a crash

@@ -28,10 +28,10 @@ from pathlib import PurePath
 from typing import Any
 
 from benchmarks.vocab import canonical_collective
-from toolkit.bench.nccl.algorithm import AlgorithmScanner
-from toolkit.bench.nccl.check import check_consistency
-from toolkit.bench.nccl.model import CollectiveRun, Device, Measurement, Row
-from toolkit.bench.nccl.network import detect_network
+from toolkit.bench.comm.algorithm import AlgorithmScanner
+from toolkit.bench.comm.check import check_consistency
+from toolkit.bench.comm.model import CollectiveRun, Device, Measurement, Row
+from toolkit.bench.comm.network import detect_network
 from toolkit.errors import PctkError
 
 

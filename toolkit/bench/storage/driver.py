@@ -1,7 +1,7 @@
 """``pctk bench storage``: what the shared file system delivers to N nodes at once.
 
 One ``sbatch`` of ``sbatch/storage.sbatch`` (the script a researcher can also submit by
-hand) over N nodes, waited for with :func:`toolkit.submit.slurm.wait_job`; node 0 writes
+hand) over N nodes, waited for with :func:`toolkit.slurm.wait_job`; node 0 writes
 the record, and this side adds the verdict against the cluster config.
 :func:`bench_storage` is what ``pctk bench storage`` calls: the config and the instance
 type's network ceiling looked up, :func:`run_storage`, the record stored.
@@ -21,14 +21,11 @@ from typing import Any
 
 from benchmarks.record import read_record, write_record
 from benchmarks.storage.node import PHASES, block_size_problem, parse_block_sizes
-from toolkit import catalog
+from toolkit import catalog, slurm
 from toolkit.bench.storage import expect
 from toolkit.config.yamlio import load_yaml
 from toolkit.errors import PctkError
 from toolkit.paths import code_root, new_run_dir, resolve_config, sbatch_script
-from toolkit.results.ingest import load_record_files, store_record_files
-from toolkit.results.store import ResultStore
-from toolkit.submit import slurm
 from toolkit.submit.cluster import find_cluster_config
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
@@ -201,23 +198,13 @@ class StorageResult:
         return bool(self.record["verdict"]["status"] == "FAIL")
 
 
-def store_record(record: Path, db: Path | None) -> str:
-    """Add the record (with the fio reports it names) to the results database; its id."""
-    store = ResultStore(db)
-    try:
-        return store_record_files(store, load_record_files([record]))[0].id
-    finally:
-        store.close()
-
-
 def bench_storage(job: StorageJob, *, config_path: str | os.PathLike[str] | None = None,
                   instance_type: str | None = None, timeout: float | None = None,
-                  store: bool = True, db: Path | None = None,
                   on_state: Callable[[str], None] | None = None) -> StorageResult:
     """The whole benchmark from a cluster config: an empty ``job.target`` becomes the
     config's first SharedStorage MountDir; the client ceiling comes from ``instance_type``
     in the catalog (else from the nodes' Slurm feature); the record is judged against the
-    config and, with ``store``, added to the results database."""
+    config (the command adds it to the results database: results sit above benchmarks)."""
     config = storage_config(config_path)
     if not job.target:
         found = expect.first_mount_dir(config) if config is not None else None
@@ -229,4 +216,4 @@ def bench_storage(job: StorageJob, *, config_path: str | os.PathLike[str] | None
     rec = run_storage(job, config=config, network_gbps=gbps, timeout=timeout,
                       detect_instance=instance_type is None, on_state=on_state)
     path = job.run_dir / "record.json"
-    return StorageResult(rec, path, store_record(path, db) if store else None)
+    return StorageResult(rec, path)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from benchmarks.bands import STORAGE
 from toolkit.config.view import shared_storage
 
 PER_UNIT = {  # MB/s per TiB that each deployment type accepts (sources above)
@@ -32,7 +33,7 @@ PER_UNIT = {  # MB/s per TiB that each deployment type accepts (sources above)
     ("PERSISTENT_2", "SSD"): (125, 250, 500, 1000),
 }
 SCRATCH_BASELINE = {"SCRATCH_1": 200, "SCRATCH_2": 200}
-PASS_AT, FAIL_BELOW = 0.8, 0.5
+PASS_AT, FAIL_BELOW = STORAGE.warn_below, STORAGE.fail_below  # benchmarks/bands.py
 MB_PER_GBIT = 1000 / 8  # 1 Gbit/s = 125 MB/s (10^6 bytes)
 
 

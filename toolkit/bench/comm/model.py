@@ -5,56 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from benchmarks.nccltable import Measurement, Row
 
-@dataclass
-class Measurement:
-    """One placement (out-of-place or in-place) of one row."""
-
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: int | None = None          # '#wrong' column; None for 'N/A' or old logs
-    error: float | None = None        # old 'error' column (max abs error)
-    # the printed text, kept to know the rounding of each figure
-    text: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"time_us": self.time_us, "algbw_gbps": self.algbw_gbps,
-                "busbw_gbps": self.busbw_gbps, "wrong": self.wrong, "error": self.error}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Measurement | None:
-        if d is None:
-            return None
-        return cls(float(d["time_us"]), float(d["algbw_gbps"]), float(d["busbw_gbps"]),
-                   d.get("wrong"), d.get("error"))
-
-
-@dataclass
-class Row:
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: str | None
-    root: int | None
-    out_of_place: Measurement | None
-    in_place: Measurement | None
-
-    def primary(self) -> Measurement | None:
-        """The placement to plot and compare: out-of-place where measured."""
-        return self.out_of_place or self.in_place
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes, "count": self.count, "dtype": self.dtype,
-                "redop": self.redop, "root": self.root,
-                "out_of_place": self.out_of_place.to_dict() if self.out_of_place else None,
-                "in_place": self.in_place.to_dict() if self.in_place else None}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Row:
-        return cls(int(d["size_bytes"]), int(d.get("count") or 0), d.get("dtype") or "?",
-                   d.get("redop"), d.get("root"), Measurement.from_dict(d.get("out_of_place")),
-                   Measurement.from_dict(d.get("in_place")))
+__all__ = ["CollectiveRun", "Device", "Inconsistency", "Measurement", "Network", "Row"]
 
 
 @dataclass
@@ -134,7 +87,7 @@ class CollectiveRun:
         return max(self.rows, key=lambda r: r.size_bytes) if self.rows else None
 
     def to_block(self) -> dict[str, Any]:
-        """The metrics block (layout in :mod:`toolkit.bench.nccl`)."""
+        """The metrics block (layout in :mod:`toolkit.bench.comm`)."""
         block: dict[str, Any] = {
             "collective": self.collective, "collective_source": self.collective_source,
             "dtype": self.dtype, "redop": self.redop, "nranks": self.nranks,

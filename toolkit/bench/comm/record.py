@@ -1,17 +1,13 @@
-"""Runs <-> ``pctk.result/v1`` records (metrics layout documented in :mod:`toolkit.bench.nccl`)."""
+"""Runs <-> ``pctk.result/v1`` records (metrics layout documented in :mod:`toolkit.bench.comm`)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from benchmarks.record import RecordError, new_record, validate_record
-from toolkit.bench.nccl.model import CollectiveRun
-from toolkit.bench.nccl.parse import parse_nccl_file
-from toolkit.bench.nccl.verdict import Expectation, Verdict, judge, lookup_expectation, worst
+from benchmarks.record import new_record
+from toolkit.bench.comm.model import CollectiveRun
+from toolkit.bench.comm.verdict import Expectation, Verdict, judge, lookup_expectation, worst
 from toolkit.errors import PctkError
-from toolkit.fsutil import InputTooLarge, NotRegularFile, open_regular_text
 
 
 def judge_runs(runs: list[CollectiveRun], *, instance_type: str | None = None,
@@ -79,43 +75,3 @@ def runs_from_record(rec: dict[str, Any]) -> list[CollectiveRun]:
         raise PctkError(f"record {rec.get('id')} has no metrics.collectives",
                         "pass an nccl-tests or collectives record")
     return [CollectiveRun.from_block(b) for b in blocks]
-
-
-def _read_if_json(p: Path) -> str | None:
-    """The whole (bounded) text when the file starts with ``{``, else None."""
-    try:
-        with open_regular_text(p) as lines:
-            for line in lines:
-                if line.strip():
-                    return line + lines.read() if line.lstrip().startswith("{") else None
-    except (NotRegularFile, InputTooLarge) as exc:
-        raise PctkError(str(exc), "pass a result record or an nccl-tests log") from None
-    except OSError as exc:
-        raise PctkError(f"cannot read {p}: {exc.strerror}", "check the path") from None
-    return None
-
-
-def load_runs(path: str | Path, *, collective: str | None = None,
-              nranks: int | None = None) -> list[CollectiveRun]:
-    """Runs from a result record (JSON with our schema) or from a raw nccl-tests log/JSON."""
-    p = Path(path)
-    if not p.exists():
-        raise PctkError(f"{p}: no such file", "pass a result record or an nccl-tests log")
-    text = _read_if_json(p)
-    doc: Any = None
-    if text is not None:
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError:
-            doc = None  # maybe a truncated nccl-tests -J file: the parser salvages it
-    if isinstance(doc, dict) and "schema" in doc:
-        try:
-            runs = runs_from_record(validate_record(doc))
-        except RecordError as exc:
-            raise PctkError(f"{p}: {exc}", "pass a valid pctk result record") from None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PctkError(f"{p}: unreadable record ({exc})", "regenerate the record") from None
-        for r in runs:
-            r.source = r.source or str(p)
-        return runs
-    return parse_nccl_file(p, collective=collective, nranks=nranks)

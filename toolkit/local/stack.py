@@ -30,7 +30,6 @@ import yaml
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json, atomic_write_text
 from toolkit.local import procs
-from toolkit.observe.rules import RULES_FILE, render_rules
 
 PROMETHEUS = "prometheus"
 NODE_EXPORTER = "prometheus-node-exporter"
@@ -143,17 +142,16 @@ def status(twin_state_dir: Path) -> dict[str, Any] | None:
 
 
 def start(twin_state_dir: Path, cluster: str, slurm_env: dict[str, str], results_db: Path,
-          *, alert_for: str | None = None, interval: str = "5s",
+          *, rules: str, interval: str = "5s",
           progress: Progress = _quiet, timeout: float = 60.0) -> dict[str, Any]:
-    """Start (or keep) the stack; returns ``status``. ``alert_for`` shortens every rule's
-    ``for:`` (tests); the shipped rules are used as they are otherwise."""
+    """Start (or keep) the stack; returns ``status``. ``rules`` is the alert rules file's
+    text (:func:`toolkit.observe.rules.render_rules`, the observe layer's)."""
     missing = [b for b in (PROMETHEUS, NODE_EXPORTER) if shutil.which(b) is None]
     if missing:
         raise PctkError(f"missing programs: {', '.join(missing)}", APT_HINT)
     lay = layout(twin_state_dir)
     old = _procs(_load(lay))
     if old and all(procs.is_running(p) for p in old):
-        rules = render_rules(alert_for)
         if lay.rules.read_text() != rules:
             # new `for:` durations: rewrite the rules and have Prometheus reload them (SIGHUP)
             atomic_write_text(lay.rules, rules, 0o644)
@@ -170,7 +168,7 @@ def start(twin_state_dir: Path, cluster: str, slurm_env: dict[str, str], results
     for sub in (lay.root, lay.textfile_dir, lay.data_dir, lay.root / "log"):
         sub.mkdir(parents=True, exist_ok=True)
     lay.textfile_dir.chmod(0o755)
-    atomic_write_text(lay.rules, render_rules(alert_for), 0o644)
+    atomic_write_text(lay.rules, rules, 0o644)
     ports = {"node": free_port(), "slurm": free_port(), "prometheus": free_port()}
     targets = {k: f"127.0.0.1:{v}" for k, v in ports.items()}
     atomic_write_text(lay.config, render_prometheus_config(cluster, targets, lay.rules,
@@ -244,4 +242,4 @@ def stop(twin_state_dir: Path, progress: Progress = _quiet) -> list[str]:
     return [p.name for p in running]
 
 
-__all__ = ["RULES_FILE", "layout", "start", "status", "stop"]
+__all__ = ["layout", "start", "status", "stop"]

@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from toolkit.bench.nccl.model import CollectiveRun, Measurement
-from toolkit.bench.nccl.verdict import Verdict
+from toolkit.bench.comm.model import CollectiveRun, Measurement
+from toolkit.bench.comm.verdict import Verdict
 from toolkit.cliout import console as cli_console
 from toolkit.cliout import emit_json
 from toolkit.fsutil import atomic_write_bytes, atomic_write_text

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from toolkit.bench.nccl.model import Network
+from toolkit.bench.comm.model import Network
 
 _USING = re.compile(r"NCCL INFO Using network (.+?)\s*$")
 _PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([A-Za-z0-9_+-]+)")

@@ -2,7 +2,7 @@
 
 Runs are paired by collective (and rank count where both know it). Every common size is
 shown; which sizes may be flagged, and by how much a drop must exceed, is the results' one
-rule (:func:`toolkit.results.compare.judged_sizes`, ``DEFAULT_THRESHOLD``), with ``min_bytes``
+rule (:func:`benchmarks.bands.judged_sizes`, ``benchmarks.bands.REGRESSION``), with ``min_bytes``
 as an extra floor: small messages are latency-bound and vary by more than any useful
 threshold between identical runs.
 """
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from toolkit.bench.nccl.model import CollectiveRun
-from toolkit.results.compare import DEFAULT_THRESHOLD, is_drop, judged_sizes
+from benchmarks.bands import REGRESSION as DEFAULT_THRESHOLD
+from benchmarks.bands import is_drop, judged_sizes
+from toolkit.bench.comm.model import CollectiveRun
 
 DEFAULT_MIN_BYTES = 1 << 20
 

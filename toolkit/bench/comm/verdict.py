@@ -9,11 +9,12 @@ Rules, worst first:
   libfabric on a non-EFA provider, on more than one host or an unknown number of hosts
   (WARN on a single host, where no inter-node traffic exists);
 - busbw at large messages (the best out-of-place busbw at sizes >= the expectation's size)
-  against the catalog's expectation for the instance type and node count: below
-  ``FAIL_BELOW`` (75%) is FAIL, below ``WARN_BELOW`` (90%) is WARN. 90% matches nccl-tests'
-  own ``-a`` check (it fails below 0.9 of the expected average); 75% is where the gap is
-  larger than run-to-run noise on EFA (published p5 2-node all_reduce spans 440-490 GB/s,
-  about +-5%) and points at a broken rail, a wrong NCCL/aws-ofi-nccl build or a fallback;
+  against the catalog's expectation for the instance type and node count, by the band
+  :data:`benchmarks.bands.BUSBW`: below ``FAIL_BELOW`` (75%) is FAIL, below ``WARN_BELOW``
+  (90%) is WARN. 90% matches nccl-tests' own ``-a`` check (it fails below 0.9 of the
+  expected average); 75% is where the gap is larger than run-to-run noise on EFA (published
+  p5 2-node all_reduce spans 440-490 GB/s, about +-5%) and points at a broken rail, a wrong
+  NCCL/aws-ofi-nccl build or a fallback;
 - FAIL: the run measured nothing between ranks: several processes each ran alone (rank 0
   printed by each, sizes repeated: a binary built without MPI launched as N processes),
   device lines and NCCL INFO disagree on the rank count, the rank count differs from what
@@ -31,11 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.bands import BUSBW
 from toolkit import catalog
-from toolkit.bench.nccl.model import CollectiveRun
+from toolkit.bench.comm.model import CollectiveRun
 
-WARN_BELOW = 0.90
-FAIL_BELOW = 0.75
+WARN_BELOW = BUSBW.warn_below
+FAIL_BELOW = BUSBW.fail_below
 _ORDER = {"PASS": 0, "UNKNOWN": 1, "WARN": 2, "FAIL": 3}
 # nccl-tests' DeltaMaxValue (per element, scaled by nranks - 1) for the old 'error' column
 _DELTA_MAX = {"half": 1e-2, "float16": 1e-2, "bfloat16": 1e-2, "float": 1e-5,

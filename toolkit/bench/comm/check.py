@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from benchmarks.vocab import busbw_factor
-from toolkit.bench.nccl.model import CollectiveRun, Inconsistency, Measurement
+from toolkit.bench.comm.model import CollectiveRun, Inconsistency, Measurement
 
 # figures read from JSON (or measured) carry no printed rounding: allow float noise only
 _EXACT_HALF_ULP_REL = 1e-6
