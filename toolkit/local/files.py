@@ -14,7 +14,7 @@ from pathlib import Path
 
 from toolkit.fsutil import atomic_write_bytes, atomic_write_text
 from toolkit.local import mariadb, nodeaddr
-from toolkit.local.plan import TwinPlan
+from toolkit.local.plan import TwinPlan, check_plan
 from toolkit.local.render import (
     render_cgroup_conf,
     render_gres_conf,
@@ -58,6 +58,7 @@ def clean_runtime_files(state_dir: Path) -> None:
 
 def write_files(plan: TwinPlan, db_password: str | None) -> None:
     """Every file the daemons read (slurmdbd.conf only with accounting)."""
+    check_plan(plan)  # nothing a user gave reaches a daemon's file unchecked
     s = plan.state_dir
     for sub in ("etc", "munge", "ctld/state", "dbd", "mysql", "nodes", "log"):
         (s / sub).mkdir(parents=True, exist_ok=True)
