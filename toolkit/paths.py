@@ -89,10 +89,26 @@ def resolve_config(config: str | os.PathLike[str] | None) -> Path:
     )
 
 
+def _env_path(name: str) -> Path | None:
+    """The path a variable names; None when unset. Set but empty is a mistake (a script's
+    unset variable), not a wish for the default: refused, as is the root folder itself."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    if not value.strip():
+        raise PctkError(f"{name} is set but empty",
+                        f"unset it for the default place, or name a folder: {name}=DIR")
+    path = Path(value)
+    if path.resolve() == Path("/"):
+        raise PctkError(f"{name}=/ would put pctk's state (results.db, twin/, jobs/) in the "
+                        "root folder", f"name a folder of its own: {name}=DIR")
+    return path
+
+
 def state_home() -> Path:
     """Per-user state root: ``$PCTK_HOME``, ``$XDG_STATE_HOME/pctk`` or ~/.local/state/pctk."""
-    if env := os.environ.get("PCTK_HOME"):
-        return Path(env)
+    if env := _env_path("PCTK_HOME"):
+        return env
     xdg = os.environ.get("XDG_STATE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".local" / "state"
     return base / "pctk"
@@ -100,22 +116,22 @@ def state_home() -> Path:
 
 def twin_dir() -> Path:
     """State folder of the local twin: ``$PCTK_TWIN_DIR`` or ``<state home>/twin``."""
-    if env := os.environ.get("PCTK_TWIN_DIR"):
-        return Path(env)
+    if env := _env_path("PCTK_TWIN_DIR"):
+        return env
     return state_home() / "twin"
 
 
 def jobs_dir() -> Path:
     """Job scripts and logs of ``pctk submit``: ``$PCTK_JOBS_DIR`` or ``<state home>/jobs``."""
-    if env := os.environ.get("PCTK_JOBS_DIR"):
-        return Path(env)
+    if env := _env_path("PCTK_JOBS_DIR"):
+        return env
     return state_home() / "jobs"
 
 
 def results_db() -> Path:
     """The results database: ``$PCTK_RESULTS_DB`` or ``<state home>/results.db``."""
-    if env := os.environ.get("PCTK_RESULTS_DB"):
-        return Path(env)
+    if env := _env_path("PCTK_RESULTS_DB"):
+        return env
     return state_home() / "results.db"
 
 
