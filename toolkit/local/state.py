@@ -25,7 +25,7 @@ from typing import Any
 
 from toolkit.config.model import load_topology
 from toolkit.errors import PctkError
-from toolkit.fsutil import atomic_write_json
+from toolkit.fsutil import PASSAGE_DIR, atomic_write_json, private_dirs
 from toolkit.local import power, procs
 from toolkit.local.plan import Ports, slurm_cluster_name
 from toolkit.paths import resolve_config
@@ -142,7 +142,7 @@ def save(state_dir: Path, state: TwinState) -> None:
 @contextlib.contextmanager
 def lock(state_dir: Path) -> Iterator[None]:
     """One ``up`` or ``down`` at a time per state folder; a second one is refused at once."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dirs(state_dir, PASSAGE_DIR)  # clients and jobs pass through (toolkit.local.files)
     with open(state_dir / ".lock", "w") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
