@@ -13,6 +13,8 @@ Raw logs are files, not blobs: each is copied once into a content-addressed fold
 the database (``results.db`` -> ``results.logs/<sha256[:2]>/<sha256>``), so identical logs
 are stored once, the database stays small enough to copy, and a log can be read with
 ``less``. The ``raw_logs`` table maps each result to the original file names and hashes.
+A log is copied through a temporary file named after its writer (host and pid); what a
+killed writer left is removed by the next :meth:`ResultStore.add` (:func:`clean_stale_incoming`).
 
 Permissions: logs can hold host names, paths and environment dumps, so the store is
 private by default: folders it creates are 0700, files 0600 (less whatever the umask
