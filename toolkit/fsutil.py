@@ -12,6 +12,32 @@ from typing import Any
 
 from toolkit.errors import PctkError
 
+# What pctk creates under its state root: folders only their owner can enter, and the few a
+# twin's clients and jobs must pass through (to slurm.conf, the munge socket, a node's spool)
+# open to others for passing only, never for listing.
+PRIVATE_DIR = 0o700
+PASSAGE_DIR = 0o711
+
+
+def private_dirs(path: str | os.PathLike[str], mode: int = PRIVATE_DIR,
+                 parents_mode: int = PASSAGE_DIR) -> Path:
+    """Create ``path`` with ``mode`` and its missing parents with ``parents_mode``, whatever
+    the umask; folders that exist keep their modes (a user's own choice)."""
+    target = Path(path)
+    missing: list[Path] = []
+    p = target
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        want = mode if d == target else parents_mode
+        try:
+            d.mkdir(mode=want)
+        except FileExistsError:
+            continue  # made meanwhile by another process: its mode stays
+        os.chmod(d, want)
+    return target
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> Path:
     target = Path(path)

@@ -3,6 +3,11 @@
 Every path pctk writes by default is computed here, under one state root:
 ``$PCTK_HOME`` (else ``$XDG_STATE_HOME/pctk``, else ``~/.local/state/pctk``). A specific
 variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RESULTS_DB``.
+
+Private by default: a folder these functions name is created on first use 0700 (its missing
+parents, the state root among them, 0711: others may pass through to a twin's slurm.conf and
+munge socket, never list), so benchmark, health and job folders, and the logs in them, stay
+the owner's whatever the umask. The twin's own layout: :mod:`toolkit.local.files`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 from pathlib import Path
 
 from toolkit.errors import PctkError
+from toolkit.fsutil import PASSAGE_DIR, private_dirs
 
 # the folder holding the toolkit and benchmarks packages: a source checkout, or site-packages
 # when pctk is installed from its wheel (which then carries cluster-configs/ and sbatch/
@@ -96,44 +102,66 @@ def missing_config(config: str | os.PathLike[str]) -> PctkError:
                      f"{guess}give a YAML file or a preset: {', '.join(presets)}")
 
 
+def _env_path(name: str) -> Path | None:
+    """The path a variable names; None when unset. Set but empty is a mistake (a script's
+    unset variable), not a wish for the default: refused, as is the root folder itself."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    if not value.strip():
+        raise PctkError(f"{name} is set but empty",
+                        f"unset it for the default place, or name a folder: {name}=DIR")
+    path = Path(value)
+    if path.resolve() == Path("/"):
+        raise PctkError(f"{name}=/ would put pctk's state (results.db, twin/, jobs/) in the "
+                        "root folder", f"name a folder of its own: {name}=DIR")
+    return path
+
+
 def state_home() -> Path:
     """Per-user state root: ``$PCTK_HOME``, ``$XDG_STATE_HOME/pctk`` or ~/.local/state/pctk."""
-    if env := os.environ.get("PCTK_HOME"):
-        return Path(env)
+    if env := _env_path("PCTK_HOME"):
+        return env
     xdg = os.environ.get("XDG_STATE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".local" / "state"
     return base / "pctk"
 
 
+def _made(path: Path, mode: int = 0o700) -> Path:
+    """``path``, created private if missing (a folder pctk cannot create is reported by
+    whatever writes into it)."""
+    try:
+        return private_dirs(path, mode, PASSAGE_DIR)
+    except OSError:
+        return path
+
+
 def twin_dir() -> Path:
     """State folder of the local twin: ``$PCTK_TWIN_DIR`` or ``<state home>/twin``."""
-    if env := os.environ.get("PCTK_TWIN_DIR"):
-        return Path(env)
-    return state_home() / "twin"
+    # a twin's clients and jobs pass through it (enter, not list): see toolkit.local.files
+    return _made(_env_path("PCTK_TWIN_DIR") or state_home() / "twin", PASSAGE_DIR)
 
 
 def jobs_dir() -> Path:
     """Job scripts and logs of ``pctk submit``: ``$PCTK_JOBS_DIR`` or ``<state home>/jobs``."""
-    if env := os.environ.get("PCTK_JOBS_DIR"):
-        return Path(env)
-    return state_home() / "jobs"
+    return _made(_env_path("PCTK_JOBS_DIR") or state_home() / "jobs")
 
 
 def results_db() -> Path:
     """The results database: ``$PCTK_RESULTS_DB`` or ``<state home>/results.db``."""
-    if env := os.environ.get("PCTK_RESULTS_DB"):
-        return Path(env)
-    return state_home() / "results.db"
+    if env := _env_path("PCTK_RESULTS_DB"):
+        return env
+    return _made(state_home(), PASSAGE_DIR) / "results.db"
 
 
 def health_dir() -> Path:
     """Parent of ``pctk health run``'s run folders: ``<state home>/health``."""
-    return state_home() / "health"
+    return _made(state_home() / "health")
 
 
 def runs_dir() -> Path:
     """Parent of the benchmarks' default run folders: ``<state home>/runs``."""
-    return state_home() / "runs"
+    return _made(state_home() / "runs")
 
 
 def new_run_dir(kind: str) -> Path:

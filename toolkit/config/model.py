@@ -88,7 +88,7 @@ def topology_from_dict(data: Any, source: str, name: str | None = None) -> Clust
         if not isinstance(rq, dict) or not isinstance(rq.get("Name"), str):
             raise PctkError(f"{qpath}: a queue needs a Name")
         qname = rq["Name"]
-        if not _SLURM_NAME.match(qname):
+        if not _SLURM_NAME.fullmatch(qname):
             raise PctkError(f"{qpath}.Name: {qname!r} is not a valid queue name",
                             "use lowercase letters, digits and '-', starting with a letter")
         crs: list[ComputeResource] = []
@@ -149,7 +149,7 @@ def _custom_settings(slurm_settings: Any, source: str) -> tuple[tuple[str, str],
             raise PctkError(f"{where}[{i}]: expected a mapping like {{MaxArraySize: 2001}}")
         for key, value in entry.items():
             text = str(value).lower() if isinstance(value, bool) else str(value)
-            if not isinstance(key, str) or not _SETTING_KEY.match(key):
+            if not isinstance(key, str) or not _SETTING_KEY.fullmatch(key):
                 raise PctkError(f"{where}[{i}]: {key!r} is not a slurm.conf parameter name")
             if isinstance(value, (dict, list)) or "\n" in text or "\r" in text or not text:
                 raise PctkError(f"{where}[{i}].{key}: the value must be one non-empty line")

@@ -12,9 +12,9 @@ import secrets
 import stat
 from pathlib import Path
 
-from toolkit.fsutil import atomic_write_bytes, atomic_write_text
+from toolkit.fsutil import PASSAGE_DIR, PRIVATE_DIR, atomic_write_bytes, atomic_write_text
 from toolkit.local import mariadb, nodeaddr
-from toolkit.local.plan import TwinPlan
+from toolkit.local.plan import TwinPlan, check_plan
 from toolkit.local.render import (
     render_cgroup_conf,
     render_gres_conf,
@@ -22,6 +22,24 @@ from toolkit.local.render import (
     render_slurmdbd_conf,
     render_task_prolog,
 )
+
+# Private by default (toolkit.fsutil): what holds logs, job state, passwords or power records
+# only the twin's user may enter; what Slurm's clients and jobs of any user need (slurm.conf,
+# the munge socket, a node's spool where slurmd keeps each job's script) others may pass
+# through without listing. The state folder itself is such a passage (toolkit.local.state).
+FOLDER_MODES = {
+    "etc": PASSAGE_DIR,  # slurm.conf, gres.conf (0644, no secrets); slurmdbd.conf is 0600
+    "munge": PASSAGE_DIR,  # the socket; the key is 0400
+    "ctld": PRIVATE_DIR,  # slurmctld's state (job scripts, environments) and log
+    "ctld/state": PRIVATE_DIR,
+    "dbd": PRIVATE_DIR,
+    "mysql": PRIVATE_DIR,
+    "nodes": PASSAGE_DIR,
+    "lib": PASSAGE_DIR,  # the library every task preloads (toolkit.local.nodeaddr)
+    "log": PRIVATE_DIR,  # the daemons' own output
+    "bin": PRIVATE_DIR,  # power programs, run by slurmctld as the twin's user
+    "power": PRIVATE_DIR,
+}
 
 RUNTIME_FILES = ("munge/munge.socket.2", "munge/munge.socket.2.lock", "munge/munged.pid",
                  "ctld/slurmctld.pid", "dbd/slurmdbd.pid")
@@ -58,11 +76,11 @@ def clean_runtime_files(state_dir: Path) -> None:
 
 def write_files(plan: TwinPlan, db_password: str | None) -> None:
     """Every file the daemons read (slurmdbd.conf only with accounting)."""
+    check_plan(plan)  # nothing a user gave reaches a daemon's file unchecked
     s = plan.state_dir
-    for sub in ("etc", "munge", "ctld/state", "dbd", "mysql", "nodes", "log"):
+    for sub, mode in FOLDER_MODES.items():
         (s / sub).mkdir(parents=True, exist_ok=True)
-    os.chmod(s / "munge", 0o711)
-    os.chmod(s / "mysql", 0o700)
+        os.chmod(s / sub, mode)  # every start: a folder an older pctk left open is closed
     atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
     atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
     atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)
@@ -75,6 +93,7 @@ def write_files(plan: TwinPlan, db_password: str | None) -> None:
     for n in plan.nodes:
         nd = plan.node_dir(n.name)
         (nd / "spool").mkdir(parents=True, exist_ok=True)
+        os.chmod(nd, PASSAGE_DIR)  # its slurmd.log is Slurm's own 0600
         if n.gpu_count:
             (nd / "dev").mkdir(exist_ok=True)
             for f in plan.gpu_files(n):

@@ -14,13 +14,16 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from toolkit.local.confsyntax import comment
 from toolkit.local.plan import TwinNode
 
 HOSTS_FILE = Path(os.environ.get("PCTK_HOSTS_FILE", "/etc/hosts"))
 
 
 def _markers(state_dir: Path) -> tuple[str, str]:
-    return (f"# BEGIN pctk twin {state_dir}", f"# END pctk twin {state_dir}")
+    # one line whatever the folder's name (the plan refuses odd names before any block)
+    return (f"# BEGIN pctk twin {comment(str(state_dir))}",
+            f"# END pctk twin {comment(str(state_dir))}")
 
 
 def block(state_dir: Path, nodes: Iterable[TwinNode]) -> list[str]:

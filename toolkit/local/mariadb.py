@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -45,6 +46,7 @@ SMALL_FILES = ("--innodb-autoextend-increment=4",
 # written once the data folder was initialised this way; older data folders (empty root
 # password, root-owned) are recreated
 LAYOUT_MARK = "pctk-layout-2"
+_HEX_PASSWORD = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,13 @@ def client_argv(db: DbLayout, sql: str) -> list[str]:
 
 
 def setup_sql(password: str) -> str:
-    """slurmdbd's database and account; no anonymous or remote accounts left."""
+    """slurmdbd's database and account; no anonymous or remote accounts left.
+
+    The password goes into a quoted SQL literal: only pctk's own hex passwords are taken."""
+    if not _HEX_PASSWORD.fullmatch(password):
+        raise PctkError("slurmdbd's database password is not one pctk made (32 hex digits)",
+                        "delete mysql/slurm.password in the twin's folder; `pctk local up` "
+                        "makes a new one")
     return (
         "DELETE FROM mysql.global_priv WHERE User='' "
         "OR (User='root' AND Host<>'localhost'); "
@@ -168,7 +176,9 @@ def password(state_dir: Path) -> str:
     """slurmdbd's database password, made once per twin (mode 0600)."""
     pw_file = state_dir / "mysql" / "slurm.password"
     if pw_file.exists():
-        return pw_file.read_text().strip()
+        pw = pw_file.read_text().strip()
+        if _HEX_PASSWORD.fullmatch(pw):
+            return pw  # anything else (edited, torn): a new one below
     pw = secrets.token_hex(16)
     atomic_write_text(pw_file, pw + "\n", 0o600)
     return pw

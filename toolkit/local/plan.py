@@ -23,6 +23,7 @@ from pathlib import Path
 from toolkit import catalog
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
+from toolkit.local import confsyntax as syntax
 from toolkit.local.nodeaddr import compiler
 from toolkit.local.pcslurm import QueueSettings, SlurmSettings, queue_settings, slurm_settings
 
@@ -292,7 +293,7 @@ def build_plan(
             f"Slurm daemons listen on every interface: this host's name resolves to "
             f"{host_address or 'nothing'}, and Slurm 22.05 binds either to that address or "
             "to all; map the host name to 127.0.0.1 in /etc/hosts to keep them on loopback")
-    return TwinPlan(
+    return check_plan(TwinPlan(
         cluster_name=slurm_cluster_name(topo.name),
         config_path=topo.source,
         hostname=hostname or socket.gethostname().split(".")[0],
@@ -307,7 +308,35 @@ def build_plan(
         loopback_only=loopback_only,
         slurm=slurm_settings(topo),
         partition_settings=tuple(part_settings),
-    )
+    ))
+
+
+def check_plan(plan: TwinPlan) -> TwinPlan:
+    """The plan, once every user-given value in it can go into the daemons' files as it is
+    (:mod:`toolkit.local.confsyntax`); a one-line PctkError names the first that cannot.
+    The config's path is free: it only reaches comments, escaped."""
+    where = f"{syntax.comment(plan.config_path)}:"
+    syntax.slurm_path(str(plan.state_dir), "the twin's state folder")
+    syntax.host_name(plan.hostname, "this host's name")
+    syntax.user_name(plan.user, "the Slurm user")
+    syntax.slurm_value(plan.cluster_name, "the cluster name")
+    for name, _ in plan.partitions:
+        syntax.slurm_name(name, f"{where} queue name")
+    for n in plan.nodes:
+        syntax.slurm_name(n.compute_resource, f"{where} compute resource name")
+        syntax.instance_type(n.instance_type, f"{where} InstanceType")
+        syntax.slurm_name(n.name, "node name")
+        for key, value in n.custom:
+            syntax.slurm_key(key, f"{where} {n.compute_resource} CustomSlurmSettings key")
+            syntax.slurm_value(value, f"{where} {n.compute_resource} CustomSlurmSettings {key}")
+    for name, settings in plan.partition_settings:
+        for key, value in settings:
+            syntax.slurm_key(key, f"{where} queue {name} CustomSlurmSettings key")
+            syntax.slurm_value(value, f"{where} queue {name} CustomSlurmSettings {key}")
+    for key, value in plan.custom_settings:
+        syntax.slurm_key(key, f"{where} CustomSlurmSettings key")
+        syntax.slurm_value(value, f"{where} CustomSlurmSettings {key}")
+    return plan
 
 
 # ---- per-node loopback addresses

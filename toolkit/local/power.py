@@ -45,7 +45,7 @@ DEFAULT_BOOT_DELAY = 3.0
 
 def _dir(state_dir: Path) -> Path:
     d = state_dir / "power"
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
     return d
 
 
@@ -68,7 +68,7 @@ def write_programs(state_dir: Path, slurm_conf: Path, nodes: dict[str, str],
     }
     atomic_write_json(state_dir / CONFIG, cfg)
     bin_dir = state_dir / "bin"
-    bin_dir.mkdir(exist_ok=True)
+    bin_dir.mkdir(mode=0o700, exist_ok=True)
     pkg_root = code_root()
     for name, verb in (("pctk-resume", "resume"), ("pctk-suspend", "suspend")):
         atomic_write_text(bin_dir / name, "\n".join([
@@ -110,7 +110,7 @@ def event(state_dir: Path, node: str, what: str, detail: str = "") -> None:
     line = json.dumps({"time": round(time.time(), 3), "node": node, "event": what,
                        "detail": detail})
     # one short O_APPEND write per event: lines from concurrent programs do not interleave
-    fd = os.open(_dir(state_dir) / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(_dir(state_dir) / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, (line + "\n").encode())
     finally:

@@ -64,8 +64,10 @@ def _reap(pid: int) -> None:
 
 def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> Proc:
     """Start a daemon in the foreground of its own session, output to ``log``."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # private whatever the umask: daemons print paths, hosts and errors
+    with open(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600),
+              "ab") as out:
         p = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

@@ -8,14 +8,19 @@ nodes and partitions keep ParallelCluster's names, GRES and features.
 
 from __future__ import annotations
 
+import shlex
+
 from toolkit.local import pcslurm
+from toolkit.local.confsyntax import comment
 from toolkit.local.plan import TwinNode, TwinPlan
 
 
 def render_slurm_conf(plan: TwinPlan) -> str:
     s = plan.state_dir
     lines = [
-        f"# Local twin of {plan.config_path}, rendered by pctk. Do not edit: `pctk local up`",
+        # the config's path is the user's: escaped so it cannot end the comment line
+        f"# Local twin of {comment(plan.config_path)}, rendered by pctk. "
+        "Do not edit: `pctk local up`",
         "# rewrites it. Queues are partitions and nodes keep ParallelCluster's names.",
         f"ClusterName={plan.cluster_name}",
         f"SlurmctldHost={plan.hostname}(127.0.0.1)",
@@ -232,5 +237,5 @@ def render_task_prolog(plan: TwinPlan, library: str) -> str:
              'case "$SLURMD_NODENAME" in']
     lines += [f"  {n.name}) echo export PCTK_NODE_ADDR={n.addr} ;;" for n in plan.nodes
               if n.addr != "127.0.0.1"]
-    lines += ["  *) exit 0 ;;", "esac", f"echo export LD_PRELOAD={library}", ""]
+    lines += ["  *) exit 0 ;;", "esac", f"echo export LD_PRELOAD={shlex.quote(library)}", ""]
     return "\n".join(lines)

@@ -167,6 +167,7 @@ def start(twin_state_dir: Path, cluster: str, slurm_env: dict[str, str], results
     procs.stop(old)
     for sub in (lay.root, lay.textfile_dir, lay.data_dir, lay.root / "log"):
         sub.mkdir(parents=True, exist_ok=True)
+    lay.root.chmod(0o700)  # Prometheus' data and logs: the twin's user's alone
     lay.textfile_dir.chmod(0o755)
     atomic_write_text(lay.rules, rules, 0o644)
     ports = {"node": free_port(), "slurm": free_port(), "prometheus": free_port()}

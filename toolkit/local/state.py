@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 from toolkit.config.model import load_topology
 from toolkit.errors import PctkError
-from toolkit.fsutil import atomic_write_json
+from toolkit.fsutil import PASSAGE_DIR, atomic_write_json, private_dirs
 from toolkit.local import power, procs
 from toolkit.local.plan import Ports, slurm_cluster_name
 from toolkit.paths import resolve_config
@@ -126,9 +127,12 @@ def state_file(state_dir: Path) -> Path:
 
 
 def load(state_dir: Path) -> TwinState | None:
-    """The twin's recorded state; None when there is none or it cannot be read."""
+    """The twin's recorded state; None when there is none or it cannot be read. Another
+    user's (permission denied) is a one-line PctkError: it is not "stopped"."""
     try:
         data = json.loads(state_file(state_dir).read_text())
+    except PermissionError:
+        raise not_yours(state_dir) from None
     except (OSError, ValueError):
         return None  # missing, or a torn or foreign file: treat as crashed
     return TwinState.from_json(data) if isinstance(data, dict) else None
@@ -142,8 +146,12 @@ def save(state_dir: Path, state: TwinState) -> None:
 @contextlib.contextmanager
 def lock(state_dir: Path) -> Iterator[None]:
     """One ``up`` or ``down`` at a time per state folder; a second one is refused at once."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with open(state_dir / ".lock", "w") as fh:
+    try:
+        private_dirs(state_dir, PASSAGE_DIR)  # clients and jobs pass through (local.files)
+        fh = open(state_dir / ".lock", "w")  # noqa: SIM115 (closed below)
+    except PermissionError:
+        raise not_yours(state_dir) from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -155,6 +163,57 @@ def lock(state_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------- another user's twin
+TWIN_DAEMONS = frozenset({"slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd"})
+
+
+def _owner(path: Path) -> str:
+    """The account owning ``path`` (or its nearest existing parent)."""
+    for p in (path, *path.parents):
+        try:
+            uid = p.stat().st_uid
+        except OSError:
+            continue
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return f"uid {uid}"
+    return "another user"
+
+
+def daemons_under(folder: Path) -> list[int]:
+    """Pids of twin daemons whose command line names a path inside ``folder``, whoever runs
+    them (/proc/<pid>/cmdline is readable by every user; a twin's daemons are started with
+    their state folder's paths: ``slurmctld -f <state>/etc/slurm.conf``, ``munged
+    --socket=<state>/munge/...``)."""
+    inside = str(folder).rstrip("/") + "/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or os.path.basename(argv[0].decode(errors="replace")) not in TWIN_DAEMONS:
+            continue
+        if any(inside in a.decode(errors="replace") for a in argv[1:]):
+            found.append(int(entry.name))
+    return found
+
+
+def not_yours(folder: Path) -> PctkError:
+    """What to say when this user may not read a twin folder: whose it is, and whether a
+    twin runs there (seen from the daemons' command lines, not from its private state)."""
+    owner = _owner(folder)
+    hint = (f"run pctk as {owner}, or use a twin folder of your own (unset PCTK_HOME / "
+            "PCTK_TWIN_DIR, or --state-dir)")
+    if daemons_under(folder):
+        return PctkError(f"a twin of another user ({owner}) runs in {folder}: permission "
+                         "denied (its state is private)", hint)
+    return PctkError(f"permission denied: {folder} belongs to {owner}", hint)
 
 
 # --------------------------------------------------------------------- its processes
@@ -202,10 +261,16 @@ def known(root: Path) -> dict[str, Path]:
     legacy = load(root)
     if legacy is not None and legacy.cluster:
         out[legacy.cluster] = root
-    if root.is_dir():
-        for sub in sorted(root.iterdir()):
+    try:
+        subs = sorted(root.iterdir()) if root.is_dir() else []
+    except PermissionError:
+        raise not_yours(root) from None
+    for sub in subs:
+        try:
             if state_file(sub).is_file() and sub.name not in out:
                 out[sub.name] = sub
+        except PermissionError:
+            raise not_yours(sub) from None
     return out
 
 

@@ -13,6 +13,8 @@ Raw logs are files, not blobs: each is copied once into a content-addressed fold
 the database (``results.db`` -> ``results.logs/<sha256[:2]>/<sha256>``), so identical logs
 are stored once, the database stays small enough to copy, and a log can be read with
 ``less``. The ``raw_logs`` table maps each result to the original file names and hashes.
+A log is copied through a temporary file named after its writer (host and pid); what a
+killed writer left is removed by the next :meth:`ResultStore.add` (:func:`clean_stale_incoming`).
 
 Permissions: logs can hold host names, paths and environment dumps, so the store is
 private by default: folders it creates are 0700, files 0600 (less whatever the umask
@@ -34,7 +36,9 @@ import hashlib
 import os
 import re
 import secrets
+import socket
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -194,12 +198,75 @@ def group_key(record: dict[str, Any]) -> tuple[str, str]:
     return (str(cluster.get("name") or ""), str(cluster.get("instance_type") or ""))
 
 
+# .incoming.<host>.<pid>.<random>.tmp: a log being copied in, named after its writer so the
+# next writer can tell a dead writer's leftover (SIGKILL, power loss) from a copy under way
+_INCOMING = re.compile(r"\.incoming\.(?:(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.)?[0-9a-f]{16}\.tmp")
+# a leftover whose writer cannot be checked (another host of a shared store, an older pctk's
+# name) goes once it has not been written to for this long; a copy under way writes each MiB
+STALE_SECONDS = 24 * 3600
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:64] or "host"
+
+
 def _create_file(folder: Path, prefix: str) -> tuple[int, Path]:
     """A new temporary file in ``folder`` with the store's file mode (umask applied)."""
-    tmp = folder / f".{prefix}.{secrets.token_hex(8)}.tmp"
+    tmp = folder / f".{prefix}.{_host_tag()}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  store_modes()[1])
     return fd, tmp
+
+
+def _writer_gone(pid: int, mtime: float) -> bool:
+    """True when no process ``pid`` runs on this host, or it started after the file was
+    last written (the pid was reused): the writer is dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat[stat.rfind(")") + 2] in "ZX":
+            return True  # killed, not yet reaped
+        boot = next(float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                    if ln.startswith("btime "))
+    except FileNotFoundError:
+        return True
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False  # cannot tell: keep it
+    started = boot + int(stat[stat.rfind(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+    return started > mtime + 2  # btime and ticks are whole seconds and 1/100 s
+
+
+def clean_stale_incoming(folder: Path, now: float | None = None) -> list[Path]:
+    """Delete the temporary copies that dead writers left in ``folder``; returns them.
+
+    A writer on this host is dead when its pid no longer runs (or runs another program);
+    a leftover of another host or of an older pctk goes after :data:`STALE_SECONDS` unwritten.
+    """
+    now = time.time() if now is None else now
+    host = _host_tag()
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _INCOMING.fullmatch(entry.name)
+        if not m:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if m["host"] == host and m["pid"] is not None:
+            stale = int(m["pid"]) != os.getpid() and _writer_gone(int(m["pid"]), st.st_mtime)
+        else:
+            stale = now - st.st_mtime > STALE_SECONDS
+        if stale:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                continue  # another writer cleaned it first, or not ours to remove
+            removed.append(Path(entry.path))
+    return removed
 
 
 def _copy_hashing(src_fd: int, dest_fd: int, limit: int) -> tuple[str, int]:
@@ -291,6 +358,7 @@ class ResultStore:
         returned is then the stored one.
         """
         validate_record(record)
+        clean_stale_incoming(self.logs_dir)  # what a killed writer left behind
         rid = record["id"]
         if self.has(rid):
             return rid
