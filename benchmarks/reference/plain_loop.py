@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 import sys
 import time
@@ -61,7 +62,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="dense bf16 peak (default: from the GPU name)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="result record")
+    p.add_argument("--like", type=Path, default=None,
+                   help="an fsdp record: take its model, sequence length and per-GPU batch "
+                   "(the same shape and tokens per step as that run)")
     a = p.parse_args(argv)
+    if a.like is not None:
+        try:
+            like = json.loads(a.like.read_text())["params"]
+            a.model, a.seq_len, a.batch_size = (like["model"], int(like["seq_len"]),
+                                                int(like["local_batch_size"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            p.error(f"--like {a.like}: not an fsdp record ({exc})")
     if min(a.batch_size, a.seq_len, a.steps) < 1 or not 0 <= a.timing_warmup < a.steps:
         p.error("need --batch-size, --seq-len, --steps >= 1 and 0 <= --timing-warmup < --steps")
     return a
