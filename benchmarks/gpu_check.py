@@ -410,7 +410,7 @@ def training_table(out: Path) -> tuple[list[str], dict[str, float | None]]:
         value = ratios[key]
         if value is None:
             lines.append(f"{label}: not measured")
-        elif op is None:
+        elif op is None or target is None:
             lines.append(f"{label}: {value:{spec}}")
         else:
             met = value >= target if op == ">=" else value <= target
