@@ -41,6 +41,7 @@ otherwise, 2 for bad arguments. Node-side: standard library and torch only.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -168,6 +169,8 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
         libs = os.pathsep.join(x for x in (str(out / "nccl-tests-build" / "nccl" / "lib"),
                                             os.environ.get("LD_LIBRARY_PATH")) if x)
         steps["nccl_tests"] = Step("nccl_tests", nccl, 180, {"LD_LIBRARY_PATH": libs})
+    if skip_reason("plain") is not None:
+        del steps["plain"]
     if skip_reason("torchtitan") is None:
         steps["torchtitan"] = Step("torchtitan", [
             [py, "-m", "benchmarks.reference.torchtitan_peer", "--like", str(out / "fsdp.json"),
@@ -179,6 +182,9 @@ def skip_reason(name: str) -> str | None:
     """Why a step cannot run on this machine at all, or None."""
     if name == "nccl_tests":
         return "set NCCL_TESTS_SRC (with nvcc) or NCCL_TESTS_BIN, or put all_reduce_perf on PATH"
+    if name == "plain" and importlib.util.find_spec("transformers") is None:
+        return ("transformers is not installed (pip install 'pctk[reference]', or carry its "
+                "wheels to this machine)")
     if name == "torchtitan":
         from benchmarks.reference import torchtitan_peer
 

@@ -63,7 +63,10 @@ def pctk_shape() -> Any:
     configs = importlib.import_module("torchtitan.config")
     flavor = os.environ.get(ENV_PREFIX + "FLAVOR", "1B")
     spec = llama3.model_registry(flavor, attn_backend="sdpa")
-    spec = replace(spec, model=replace(spec.model, enable_weight_tying=False))
+    # untied as pctk builds it: the embedding then needs its own init (a tied flavor skips it)
+    embedding = replace(spec.model.tok_embeddings, param_init=llama3._EMBEDDING_INIT)
+    spec = replace(spec, model=replace(spec.model, enable_weight_tying=False,
+                                       tok_embeddings=embedding))
     base = registry.llama3_8b()
     return replace(
         base, model_spec=spec, hf_assets_path="./tests/assets/tokenizer",
