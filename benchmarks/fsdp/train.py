@@ -4,8 +4,11 @@
         --ckpt-dir DIR --ckpt-every 5 --out record.json
 
 Run one process per GPU (srun or torchrun); rank and world come from benchmarks.distenv. On a
-machine without CUDA it trains on the CPU with gloo in fp32. With ``--ckpt-dir`` it resumes
-from the newest complete checkpoint there, so a requeued job continues its loss curve.
+machine without CUDA it trains on the CPU with gloo in fp32. Settings left out get the small
+CPU demo values on a CPU and, on a GPU, values chosen from the model shape and the GPU's
+memory (benchmarks/fsdp/defaults.py), stated in the log and in the record's params.defaults.
+With ``--ckpt-dir`` it resumes from the newest complete checkpoint there, so a requeued job
+continues its loss curve.
 """
 
 from __future__ import annotations
@@ -139,6 +142,9 @@ def peak_for(cfg: TrainConfig, device: torch.device, dtype: str) -> tuple[float 
     peak = peak_tflops_for(name, dtype)
     if peak is None:
         return None, f"none: no {dtype} peak for {name!r}; pass --peak-tflops"
+    if dtype == "float8":  # all FLOPs over the fp8 peak, though not every matmul is fp8
+        return peak, (f"benchmarks.fsdp.peaks: {name} float8 dense (catalog peak_fp8_tflops); "
+                      "the output projection and attention run in bf16")
     return peak, f"benchmarks.fsdp.peaks: {name} {dtype}"
 
 
