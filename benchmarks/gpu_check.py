@@ -7,16 +7,33 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
 
 1. ``env``: nvidia-smi, torch, CUDA and NCCL versions, the exact device names.
 2. ``health``: the NVML GPU checks of ``benchmarks.health`` against the real GPUs.
-3. ``fsdp``: ``benchmarks.gpu_mfu`` (the 1b shape, bf16, eager and torch.compile), MFU printed.
-4. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
+3. ``fsdp``: ``benchmarks.fsdp.train`` on one GPU, the 1b shape (``--model``) at its GPU
+   defaults (sequence length, batch, compile and AC chosen from the shape and the GPU's
+   memory, benchmarks/fsdp/defaults.py), bf16; record ``fsdp.json``.
+4. ``plain``: the reference peer ``benchmarks.reference.plain_loop`` (transformers'
+   LlamaForCausalLM, autocast, whole-model compile) with the fsdp run's shape and tokens per
+   step; record ``plain.json``.
+5. ``fp8``: the fsdp run again with ``--fp8`` (torchao float8 linears; MFU against the fp8
+   dense peak); record ``fp8.json``. A GPU below sm89 refuses it in one line: reported.
+6. ``torchtitan``: ``benchmarks.reference.torchtitan_peer`` (torchtitan's own trainer) on the
+   same shape and tokens per step, when torchtitan is importable and ``TORCHTITAN_SRC`` is a
+   checkout (its tokenizer and test data, offline); otherwise skipped with the reason.
+7. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
    graph), then all_reduce again without graphs, to show the launch cost at small sizes.
-5. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
+8. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
    or uses a built ``all_reduce_perf`` (``NCCL_TESTS_BIN`` or PATH), runs it on the same
    GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
    CUDA graphs (-G), and compares it with the sweep per size at large sizes.
 
 Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
-in both tools and the comparison is by time and algbw. A step that fails or runs out of time
+in both tools and the comparison is by time and algbw. At the end one table sets the
+training runs side by side (tokens/s, TFLOPs, MFU and its peak, peak memory, ratios to the
+plain loop) against the targets of one H100/H200: MFU >= 50%, >= 1.10x the plain loop's
+tokens/s, peak memory <= 1.05x the plain loop's, >= 1.0x torchtitan's tokens/s (printed, not
+part of the exit code); every record it lists is one ``pctk results add`` takes.
+Estimated time on one H100/H200: env and health 20 s, each training run 1.5-2 min (most of
+it compiling), sweep 1 min, nccl-tests 1 min: within ``--budget-s`` (480); a step that
+would start later is skipped and said so. A step that fails or runs out of time
 is reported and the next one runs; the exit code is 0 when every step that ran passed, 1
 otherwise, 2 for bad arguments. Node-side: standard library and torch only.
 """
@@ -24,9 +41,11 @@ otherwise, 2 for bad arguments. Node-side: standard library and torch only.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -37,7 +56,10 @@ from typing import Any
 from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("env", "health", "fsdp", "sweep", "nccl_tests")
+STEPS = ("env", "health", "fsdp", "plain", "fp8", "torchtitan", "sweep", "nccl_tests")
+TRAIN_RECORDS = {"fsdp": "fsdp.json", "plain": "plain.json", "fp8": "fp8.json",
+                 "torchtitan": "titan.json"}
+TARGETS = {"mfu": 0.50, "vs_plain": 1.10, "memory_vs_plain": 1.05, "vs_torchtitan": 1.0}
 GPU_CHECKS = "gpu_devices,gpu_count,gpu_ecc,gpu_remap,gpu_xid,gpu_throttle,gpu_pcie,gpu_memory"
 COMPARE_FROM = 64 << 20  # compare sizes from 64 MiB up: there launch cost is noise
 
@@ -60,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpus", type=int, default=0, help="GPUs to use (default: all visible)")
     p.add_argument("--budget-s", type=float, default=480.0,
                    help="skip steps that would start after this many seconds")
+    p.add_argument("--model", default="1b", help="shape of the training runs")
     p.add_argument("--fsdp-steps", type=int, default=15)
     p.add_argument("--fsdp-warmup", type=int, default=5)
     p.add_argument("--max-bytes", default="1G", help="largest sweep and nccl-tests size")
@@ -95,9 +118,21 @@ def torchrun(nprocs: int, module: str, args: list[str]) -> list[str]:
             f"--nproc-per-node={nprocs}", "-m", module, *args]
 
 
+def single_rank_env() -> dict[str, str]:
+    """One rank of its own (no torchrun, so the train module's own exit code comes back:
+    2 is a refusal such as --fp8 below sm89)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
 def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
     """The commands of each chosen step; nothing runs here."""
     out, py = a.out_dir, sys.executable
+    timing = ["--steps", str(a.fsdp_steps), "--timing-warmup", str(a.fsdp_warmup)]
+    train = ["--model", a.model, *timing, "--log-every", "5"]
     steps = {
         "env": Step("env", [
             ["nvidia-smi"],
@@ -111,10 +146,13 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
             [py, "-m", "benchmarks.health", "--checks", GPU_CHECKS, "--format", "text",
              "--out-dir", str(out / "health")],
         ], 60),
-        "fsdp": Step("fsdp", [
-            [py, "-m", "benchmarks.gpu_mfu", "--steps", str(a.fsdp_steps),
-             "--timing-warmup", str(a.fsdp_warmup), "--out-dir", str(out / "fsdp")],
-        ], 240),
+        "fsdp": Step("fsdp", [[py, "-m", "benchmarks.fsdp.train", *train, "--out",
+                               str(out / "fsdp.json")]], 150, single_rank_env()),
+        "plain": Step("plain", [
+            [py, "-m", "benchmarks.reference.plain_loop", "--like", str(out / "fsdp.json"),
+             *timing, "--out", str(out / "plain.json")]], 150),
+        "fp8": Step("fp8", [[py, "-m", "benchmarks.fsdp.train", *train, "--fp8", "--out",
+                             str(out / "fp8.json")]], 150, single_rank_env()),
         "sweep": Step("sweep", [
             torchrun(gpus, "benchmarks.collectives", [
                 "--backend", "nccl", "--min-bytes", "1K", "--max-bytes", a.max_bytes,
@@ -131,7 +169,27 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
         libs = os.pathsep.join(x for x in (str(out / "nccl-tests-build" / "nccl" / "lib"),
                                             os.environ.get("LD_LIBRARY_PATH")) if x)
         steps["nccl_tests"] = Step("nccl_tests", nccl, 180, {"LD_LIBRARY_PATH": libs})
+    if skip_reason("plain") is not None:
+        del steps["plain"]
+    if skip_reason("torchtitan") is None:
+        steps["torchtitan"] = Step("torchtitan", [
+            [py, "-m", "benchmarks.reference.torchtitan_peer", "--like", str(out / "fsdp.json"),
+             *timing, "--out", str(out / "titan.json")]], 180)
     return [steps[name] for name in a.steps if name in steps]
+
+
+def skip_reason(name: str) -> str | None:
+    """Why a step cannot run on this machine at all, or None."""
+    if name == "nccl_tests":
+        return "set NCCL_TESTS_SRC (with nvcc) or NCCL_TESTS_BIN, or put all_reduce_perf on PATH"
+    if name == "plain" and importlib.util.find_spec("transformers") is None:
+        return ("transformers is not installed (pip install 'pctk[reference]', or carry its "
+                "wheels to this machine)")
+    if name == "torchtitan":
+        from benchmarks.reference import torchtitan_peer
+
+        return torchtitan_peer.available()
+    return None
 
 
 def nccl_tests_commands(out: Path, gpus: int, max_bytes: str) -> list[list[str]]:
@@ -182,8 +240,9 @@ def run_step(step: Step, out: Path, deadline: float) -> dict[str, Any]:
     ok = all(r["rc"] == 0 for r in results) and bool(results)
     if step.name == "health":  # Nagios codes: 1 is a WARNING, not a failure of the run
         ok = bool(results) and all(r["rc"] in (0, 1) for r in results)
-    if step.name == "fsdp":  # gpu_mfu: 1 = ran, below the MFU target
-        ok = bool(results) and all(r["rc"] in (0, 1) for r in results)
+    if step.name == "fp8" and results and results[-1]["rc"] == 2:  # refused below sm89
+        ok = True
+        results[-1]["why"] = "refused: see fp8.log (needs sm89+ and torchao)"
     return {"step": step.name, "ok": ok, "seconds": round(time.monotonic() - started, 1),
             "log": str(log), "commands": results}
 
@@ -261,25 +320,112 @@ def main(argv: list[str] | None = None) -> int:
         for step in steps:
             for cmd in step.commands:
                 print(f"[{step.name}, {step.timeout_s:.0f}s] {' '.join(cmd)}")
-        if "nccl_tests" in a.steps and not any(s.name == "nccl_tests" for s in steps):
-            print("[nccl_tests] skipped: set NCCL_TESTS_SRC (with nvcc) or NCCL_TESTS_BIN")
+        for name in skipped(a.steps, steps):
+            print(f"[{name}] skipped: {skip_reason(name)}")
         return 0
     a.out_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + a.budget_s
     summary = [run_step(step, a.out_dir, deadline) for step in steps]
     for s in summary:
-        print(f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']:<11} {s['seconds']:>6.1f}s  {s['log']}")
-    if "nccl_tests" in a.steps and not any(s.name == "nccl_tests" for s in steps):
-        print("skip nccl_tests: no NCCL_TESTS_SRC (with nvcc), NCCL_TESTS_BIN or all_reduce_perf")
-    for name in ("fsdp.log", "health.log"):
+        notes = "; ".join(c["why"] for c in s["commands"] if c.get("why"))
+        print(f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']:<11} {s['seconds']:>6.1f}s  {s['log']}"
+              + (f"  ({notes})" if notes else ""))
+    for name in skipped(a.steps, steps):
+        print(f"skip {name}: {skip_reason(name)}")
+    for name in ("health.log",):
         path = a.out_dir / name
         if path.is_file():
             print(f"--- {name} (tail)\n" + "\n".join(path.read_text().splitlines()[-12:]))
     comparison = compare(a.out_dir, max(1, gpus))
     print("--- sweep vs nccl-tests\n" + "\n".join(comparison))
+    table, ratios = training_table(a.out_dir)
+    print("--- training, one GPU, same shape and tokens per step\n" + "\n".join(table))
+    records = sorted(str(p) for p in a.out_dir.glob("*.json") if p.name != "summary.json")
+    records += sorted(str(p) for p in (a.out_dir / "health").glob("*.json"))
+    if records:
+        print("store the records: pctk results add " + " ".join(records))
     (a.out_dir / "summary.json").write_text(json.dumps(
-        {"steps": summary, "comparison": comparison, "gpus": gpus}, indent=1))
+        {"steps": summary, "comparison": comparison, "gpus": gpus, "training": table,
+         "ratios": ratios, "targets": TARGETS, "records": records}, indent=1))
     return 0 if all(s["ok"] for s in summary) else 1
+
+
+def skipped(wanted: list[str], planned: list[Step]) -> list[str]:
+    names = {s.name for s in planned}
+    return [n for n in wanted if n not in names]
+
+
+def _metrics(path: Path) -> dict[str, Any] | None:
+    try:
+        rec = json.loads(path.read_text())
+        return {**rec["metrics"], "_params": rec["params"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    return a / b if isinstance(a, int | float) and isinstance(b, int | float) and b else None
+
+
+def training_table(out: Path) -> tuple[list[str], dict[str, float | None]]:
+    """The training runs side by side from their records, the ratios, the targets."""
+    runs = {name: m for name, file in TRAIN_RECORDS.items()
+            if (m := _metrics(out / file)) is not None}
+    if not runs:
+        return ["no training record: nothing to compare"], {}
+
+    def mem(m: dict[str, Any]) -> Any:  # allocated where measured (torchtitan: reserved)
+        return m.get("peak_memory_gib") or m.get("peak_memory_reserved_gib")
+
+    def fmt(v: Any, spec: str) -> str:
+        return format(v, spec) if isinstance(v, int | float) else "-"
+
+    plain, pctk = runs.get("plain"), runs.get("fsdp")
+    lines = [f"{'run':<11} {'tokens/step':>11} {'tokens/s':>10} {'TFLOPs':>7} {'MFU':>6} "
+             f"{'peak':>9} {'mem GiB':>8} {'vs plain':>8}  settings"]
+    for name, m in runs.items():
+        p = m["_params"]
+        tokens = (p.get("local_batch_size") or 0) * (p.get("seq_len") or 0)
+        vs = _ratio(m.get("tokens_per_s_per_gpu"), plain and plain.get("tokens_per_s_per_gpu"))
+        short = {"bfloat16": "bf16", "float8": "fp8", "float32": "fp32"}
+        peak = f"{short.get(m.get('mfu_dtype', ''), '')} {fmt(m.get('peak_tflops'), '.0f')}"
+        settings = (f"seq {p.get('seq_len')} x {p.get('local_batch_size')}, compile "
+                    f"{p.get('compile')}, AC {p.get('activation_checkpointing')}")
+        lines.append(f"{name:<11} {tokens:>11,} {fmt(m.get('tokens_per_s_per_gpu'), ',.0f'):>10} "
+                     f"{fmt(m.get('tflops_per_gpu'), '.1f'):>7} {fmt(m.get('mfu'), '.1%'):>6} "
+                     f"{peak:>9} {fmt(mem(m), '.1f'):>8} {fmt(vs, '.3f'):>8}  {settings}")
+    ratios = {
+        "pctk_mfu": pctk.get("mfu") if pctk else None,
+        "pctk_vs_plain_tokens": _ratio(pctk and pctk.get("tokens_per_s_per_gpu"),
+                                       plain and plain.get("tokens_per_s_per_gpu")),
+        "pctk_vs_plain_memory": _ratio(pctk and mem(pctk), plain and mem(plain)),
+        "pctk_vs_torchtitan_tokens": _ratio(
+            pctk and pctk.get("tokens_per_s_per_gpu"),
+            runs.get("torchtitan", {}).get("tokens_per_s_per_gpu")),
+        "fp8_vs_bf16_tokens": _ratio(runs.get("fp8", {}).get("tokens_per_s_per_gpu"),
+                                     pctk and pctk.get("tokens_per_s_per_gpu")),
+    }
+    checks = [("MFU", "pctk_mfu", ">=", TARGETS["mfu"], ".1%"),
+              ("pctk/plain tokens/s", "pctk_vs_plain_tokens", ">=", TARGETS["vs_plain"], ".3f"),
+              ("pctk/plain peak memory", "pctk_vs_plain_memory", "<=",
+               TARGETS["memory_vs_plain"], ".3f"),
+              ("pctk/torchtitan tokens/s", "pctk_vs_torchtitan_tokens", ">=",
+               TARGETS["vs_torchtitan"], ".3f"),
+              ("fp8/bf16 tokens/s", "fp8_vs_bf16_tokens", None, None, ".3f")]
+    for label, key, op, target, spec in checks:
+        value = ratios[key]
+        if value is None:
+            lines.append(f"{label}: not measured")
+        elif op is None or target is None:
+            lines.append(f"{label}: {value:{spec}}")
+        else:
+            met = value >= target if op == ">=" else value <= target
+            lines.append(f"{label}: {value:{spec}} (target {op} {target:{spec}}: "
+                         f"{'met' if met else 'NOT met'})")
+    if pctk and pctk["_params"].get("defaults"):
+        lines.append("pctk " + str(pctk["_params"]["defaults"].get("gpu")) + ": chosen "
+                     + ", ".join(pctk["_params"]["defaults"].get("chosen", [])))
+    return lines, ratios
 
 
 def _visible_gpus() -> int:

@@ -31,6 +31,7 @@ class Accelerator:
     memory_mib: int  # per accelerator, as AWS publishes it (A10G 22,888; H100 81,920)
     gres_type: str  # Slurm GRES type, lowercase
     peak_bf16_tflops: float  # dense, per accelerator
+    peak_fp8_tflops: float | None = None  # dense; None without FP8 tensor cores
 
     @property
     def memory_gib(self) -> float:
@@ -106,6 +107,8 @@ def _accelerator(
         memory_mib=int(model["memory_mib"]),
         gres_type=model["gres_type"],
         peak_bf16_tflops=float(model["peak_bf16_tflops"]),
+        peak_fp8_tflops=(float(model["peak_fp8_tflops"]) if "peak_fp8_tflops" in model
+                         else None),
     )
     srcs = {f"accelerator.{k}": list(v) for k, v in model.get("sources", {}).items()}
     unconfirmed = [f"accelerator.{k}" for k in model.get("unconfirmed", [])]

@@ -87,6 +87,7 @@ class ParallelConfig:
     activation_checkpointing: bool = False
     compile: bool = False
     bf16: bool = True  # ignored on CPU, which trains in fp32
+    fp8: bool = False  # float8 linear layers in the blocks (GPUs of sm89 and newer)
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,12 @@ class TrainConfig:
 
     model: str = setting("tiny", "Model shape preset.", choices=tuple(PRESETS))
     steps: int = setting(20, "Training steps.", minimum=1)
-    batch_size: int = setting(8, "Global batch, in sequences, split evenly over the ranks.",
-                              minimum=1)
-    seq_len: int = setting(64, "Tokens per sequence.", minimum=1)
+    batch_size: int | None = setting(
+        None, "Global batch, in sequences, split evenly over the ranks (default: 8 on CPUs; "
+        "on GPUs chosen from the model shape and the GPU memory).", minimum=1)
+    seq_len: int | None = setting(
+        None, "Tokens per sequence (default: 64 on CPUs; on GPUs chosen from the model shape "
+        "and the GPU memory).", minimum=1)
     seed: int = setting(0, "Seed of the weights and the synthetic data.")
     data_file: Path | None = setting(None, ".pt tensor or raw .bin/.u16/.u32 token ids.")
     data_dtype: str | None = setting(None, "Token id type of a raw data file.",
@@ -118,9 +122,15 @@ class TrainConfig:
         None, "Build on the meta device and initialise the shards (default: above "
         "2B parameters).")
     hsdp: bool = setting(False, "Shard within a node, replicate across nodes.")
-    ac: bool = setting(False, "Activation checkpointing per block.")
-    compile: bool = setting(False, "torch.compile each block.")
+    ac: bool | None = setting(
+        None, "Activation checkpointing per block (default: off on CPUs; on GPUs only when "
+        "the memory model says nothing fits without it).")
+    compile: bool | None = setting(
+        None, "torch.compile each block and the loss (default: on on GPUs, off on CPUs).")
     fp32: bool = setting(False, "No bf16 mixed precision on GPUs.")
+    fp8: bool = setting(False, "float8 matmuls in the blocks' linear layers (torchao's float8 "
+                        "training, tensorwise scales; needs an sm89+ GPU: Ada, Hopper, "
+                        "Blackwell). MFU is then against the GPU's dense fp8 peak.")
     lr: float = setting(OptimConfig.lr, "Peak learning rate.")
     weight_decay: float = setting(OptimConfig.weight_decay, "AdamW weight decay.")
     warmup_steps: int = setting(OptimConfig.warmup_steps, "Linear lr warm-up, in steps.")
@@ -145,8 +155,8 @@ class TrainConfig:
 
     @property
     def parallel(self) -> ParallelConfig:
-        return ParallelConfig(hsdp=self.hsdp, activation_checkpointing=self.ac,
-                              compile=self.compile, bf16=not self.fp32)
+        return ParallelConfig(hsdp=self.hsdp, activation_checkpointing=bool(self.ac),
+                              compile=bool(self.compile), bf16=not self.fp32, fp8=self.fp8)
 
     @property
     def optim(self) -> OptimConfig:
@@ -205,7 +215,8 @@ def parse_config(argv: Sequence[str] | None = None, **kwargs: Any) -> TrainConfi
     p = argument_parser(**kwargs)
     ns = p.parse_args(argv)
     for s in settings().values():
-        if s.minimum is not None and getattr(ns, s.name) < s.minimum:
+        value = getattr(ns, s.name)
+        if s.minimum is not None and value is not None and value < s.minimum:
             p.error(f"{s.flag} must be at least {s.minimum}")
     return TrainConfig(**vars(ns))
 

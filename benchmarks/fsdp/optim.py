@@ -30,13 +30,20 @@ def lr_factor(step: int, *, warmup: int, total: int, schedule: str, min_ratio: f
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def implementation(model: nn.Module) -> dict[str, bool]:
+    """AdamW's kernels: fused (one kernel for the whole update, torchtitan's default) on
+    GPUs, foreach (one kernel per group of tensors) elsewhere. Same update, same dtype."""
+    if next(model.parameters()).device.type == "cuda":
+        return {"fused": True}
+    return {"foreach": True}
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig, total_steps: int
                     ) -> tuple[torch.optim.Optimizer, LambdaLR]:
     if cfg.schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {cfg.schedule!r}; use one of {', '.join(SCHEDULES)}")
-    # foreach=True: one kernel per group of tensors; fused is CUDA-only for DTensors
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas,
-                                  weight_decay=cfg.weight_decay, foreach=True)
+                                  weight_decay=cfg.weight_decay, **implementation(model))
     schedule = partial(lr_factor, warmup=cfg.warmup_steps, total=total_steps,
                        schedule=cfg.schedule, min_ratio=cfg.min_lr_ratio)
     return optimizer, LambdaLR(optimizer, schedule)

@@ -45,8 +45,11 @@ def build_mesh(device_type: str, world_size: int, ranks_per_node: int, hsdp: boo
     )
 
 
-def compute_dtype(device_type: str, bf16: bool) -> str:
-    """What the matmuls run in: bf16 on GPUs unless --fp32; fp32 on CPUs."""
+def compute_dtype(device_type: str, bf16: bool, fp8: bool = False) -> str:
+    """What the matmuls run in: bf16 on GPUs unless --fp32 (the blocks' in float8 with
+    --fp8); fp32 on CPUs."""
+    if device_type == "cuda" and fp8:
+        return "float8"
     return "bfloat16" if device_type == "cuda" and bf16 else "float32"
 
 
@@ -57,8 +60,27 @@ def mixed_precision(device_type: str, bf16: bool) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
 
 
+def shard_group_size(mesh: DeviceMesh) -> int:
+    """GPUs one parameter is sharded over (the ``dp_shard`` dimension)."""
+    return mesh["dp_shard"].size() if mesh.ndim > 1 else mesh.size()
+
+
+def reshard_after_forward(index: int, blocks: int, shard: int) -> bool:
+    """Free a block's gathered parameters after its forward? Not for the last block (the
+    backward needs it at once), and not when the shard group is one GPU: there the
+    "all-gather" is a cast-and-copy of the whole block, and keeping the bf16 copy until the
+    backward saves a second one per step, for the memory that autocast's cached weight casts
+    use in a plain loop."""
+    return shard > 1 and index < blocks - 1
+
+
 def parallelize(model: Transformer, mesh: DeviceMesh, cfg: ParallelConfig) -> Transformer:
     policy = mixed_precision(mesh.device_type, cfg.bf16)
+    if cfg.fp8:  # before compile and sharding: FSDP2 shards torchao's Float8Linear weights
+        from benchmarks.fsdp import fp8
+
+        fp8.convert(model)
+    shard = shard_group_size(mesh)
     blocks = list(model.layers.items())
     for index, (name, block) in enumerate(blocks):
         block = cast(nn.Module, block)
@@ -68,9 +90,8 @@ def parallelize(model: Transformer, mesh: DeviceMesh, cfg: ParallelConfig) -> Tr
             # compile the block, not the module with FSDP's hooks: the all-gathers stay outside
             # the graph (torchtitan's order). get_state_dict drops the "_orig_mod." prefix.
             block = cast(nn.Module, torch.compile(block, fullgraph=True))
-        # the last block's parameters are needed again at once by the backward pass
         fully_shard(block, mesh=mesh, mp_policy=policy,
-                    reshard_after_forward=index < len(blocks) - 1)
+                    reshard_after_forward=reshard_after_forward(index, len(blocks), shard))
         model.layers.register_module(name, block)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     return model

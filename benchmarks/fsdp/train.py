@@ -4,8 +4,11 @@
         --ckpt-dir DIR --ckpt-every 5 --out record.json
 
 Run one process per GPU (srun or torchrun); rank and world come from benchmarks.distenv. On a
-machine without CUDA it trains on the CPU with gloo in fp32. With ``--ckpt-dir`` it resumes
-from the newest complete checkpoint there, so a requeued job continues its loss curve.
+machine without CUDA it trains on the CPU with gloo in fp32. Settings left out get the small
+CPU demo values on a CPU and, on a GPU, values chosen from the model shape and the GPU's
+memory (benchmarks/fsdp/defaults.py), stated in the log and in the record's params.defaults.
+With ``--ckpt-dir`` it resumes from the newest complete checkpoint there, so a requeued job
+continues its loss curve.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from benchmarks import distenv, record
-from benchmarks.fsdp import checkpoint, stragglers
+from benchmarks.fsdp import checkpoint, defaults, stragglers
 from benchmarks.fsdp.config import TrainConfig, parse_config
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
@@ -58,9 +61,49 @@ def pick_device(kind: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def sizes(cfg: TrainConfig) -> tuple[int, int]:
+    """(global batch, sequence length) of a config whose defaults were resolved."""
+    if cfg.batch_size is None or cfg.seq_len is None:
+        raise ValueError("batch size and sequence length are unresolved: call resolve_defaults")
+    return cfg.batch_size, cfg.seq_len
+
+
+def resolve_defaults(cfg: TrainConfig, world_size: int, shard: int, device: torch.device
+                     ) -> tuple[TrainConfig, defaults.Choice | None]:
+    """``cfg`` with every setting the command line left out filled in: the small CPU demo
+    settings on a CPU; on a GPU the choice of :func:`benchmarks.fsdp.defaults.gpu_defaults`
+    from the model shape and this GPU's memory (None on a CPU)."""
+    if device.type != "cuda":
+        return replace(cfg, seq_len=cfg.seq_len or defaults.CPU_SEQ_LEN,
+                       batch_size=cfg.batch_size or defaults.cpu_batch_size(world_size),
+                       compile=bool(cfg.compile), ac=bool(cfg.ac)), None
+    props = torch.cuda.get_device_properties(device)
+    label = f"{props.name} {props.total_memory / 2**30:.0f} GiB"
+    per_gpu = None if cfg.batch_size is None else max(1, cfg.batch_size // world_size)
+    choice = defaults.gpu_defaults(preset(cfg.model), props.total_memory, shard, label,
+                                   seq_len=cfg.seq_len, batch_per_gpu=per_gpu,
+                                   compile=cfg.compile, ac=cfg.ac)
+    return replace(cfg, seq_len=choice.seq_len,
+                   batch_size=cfg.batch_size or choice.batch_per_gpu * world_size,
+                   compile=choice.compile, ac=choice.ac), choice
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-token loss, computed in fp32 from (bf16) logits."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+def loss_function(compiled: bool) -> Any:
+    """:func:`cross_entropy`, compiled with ``--compile``: the fp32 upcast, log-softmax and
+    NLL over the vocabulary fuse into one pass, so the fp32 copy of the logits (4 bytes per
+    token per vocabulary entry: 4 GiB at 8k tokens x 128k) is never stored (torchtitan
+    compiles its loss the same way)."""
+    return torch.compile(cross_entropy) if compiled else cross_entropy
+
+
 def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Transformer, bool]:
     args = preset(cfg.model)
-    args = replace(args, max_seq_len=max(args.max_seq_len, cfg.seq_len))
+    args = replace(args, max_seq_len=max(args.max_seq_len, sizes(cfg)[1]))
     with torch.device("meta"):
         model = Transformer(args)
     meta = cfg.meta_init if cfg.meta_init is not None else (
@@ -74,11 +117,11 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Transformer, bo
 
 
 def build_data(cfg: TrainConfig, vocab: int, env: distenv.DistEnv) -> TokenBatches:
+    batch_size, seq_len = sizes(cfg)
     if cfg.data_file is not None:
-        return FileBatches(cfg.data_file, cfg.batch_size, cfg.seq_len, env.rank,
+        return FileBatches(cfg.data_file, batch_size, seq_len, env.rank,
                            env.world_size, cfg.data_dtype)
-    return SyntheticBatches(vocab, cfg.seed, cfg.batch_size, cfg.seq_len, env.rank,
-                            env.world_size)
+    return SyntheticBatches(vocab, cfg.seed, batch_size, seq_len, env.rank, env.world_size)
 
 
 def process_group_backends(device: torch.device) -> tuple[str, str | None]:
@@ -99,12 +142,17 @@ def peak_for(cfg: TrainConfig, device: torch.device, dtype: str) -> tuple[float 
     peak = peak_tflops_for(name, dtype)
     if peak is None:
         return None, f"none: no {dtype} peak for {name!r}; pass --peak-tflops"
+    if dtype == "float8":  # all FLOPs over the fp8 peak, though not every matmul is fp8
+        return peak, (f"benchmarks.fsdp.peaks: {name} float8 dense (catalog peak_fp8_tflops); "
+                      "the output projection and attention run in bf16")
     return peak, f"benchmarks.fsdp.peaks: {name} {dtype}"
 
 
 def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
-          mesh_backend: str | None = None) -> dict[str, Any]:
+          mesh_backend: str | None = None, choice: defaults.Choice | None = None
+          ) -> dict[str, Any]:
     memory = PeakMemory(device)
+    batch_size, seq_len = sizes(cfg)
     model, meta = build_model(cfg, device)
     n_params, n_non_embedding = count_params(model)
     mesh = build_mesh(device.type, env.world_size, env.local_world_size, cfg.parallel.hsdp,
@@ -116,10 +164,13 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
     data = build_data(cfg, model.args.vocab_size, env)
 
-    dtype = compute_dtype(device.type, cfg.parallel.bf16)
+    dtype = compute_dtype(device.type, cfg.parallel.bf16, cfg.parallel.fp8)
     peak, peak_source = peak_for(cfg, device, dtype)
-    local_tokens = cfg.batch_size // env.world_size * cfg.seq_len
-    fpt = flops_per_token(n_non_embedding, model.args, cfg.seq_len)
+    local_tokens = batch_size // env.world_size * seq_len
+    fpt = flops_per_token(n_non_embedding, model.args, seq_len)
+    loss_fn = loss_function(cfg.parallel.compile)
+    if choice is not None:
+        log(choice.summary())
     meter = ThroughputMeter(local_tokens, fpt, peak, cfg.timing_warmup)
     log(f"model {cfg.model}: {n_params:,} parameters ({n_non_embedding:,} without embedding), "
         f"{fpt / 1e9:.3f} GFLOPs/token; world {env.world_size} on {device.type}, "
@@ -145,7 +196,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
         inputs, targets = batch
         start = time.perf_counter()
         logits = model(inputs)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        loss = loss_fn(logits, targets)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
         local_start = _synced_now(device)  # the norm's all-reduce lines the ranks up here
@@ -188,7 +239,11 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     log(stragglers.describe(straggler))
     mesh_barrier(mesh)
     return {
-        "params": _params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
+        "params": {**_params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
+                   "defaults": choice.to_dict() if choice is not None else None,
+                   "fp8": cfg.parallel.fp8,
+                   "loss": "compiled" if cfg.parallel.compile else "eager",
+                   "optimizer_kernels": "fused" if device.type == "cuda" else "foreach"},
         "metrics": {
             **meter.summary(),
             "flops_per_token": fpt,
@@ -279,9 +334,9 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
         "n_params": n_params,
         "n_params_non_embedding": n_non_embedding,
         "steps": cfg.steps,
-        "global_batch_size": cfg.batch_size,
-        "local_batch_size": cfg.batch_size // env.world_size,
-        "seq_len": cfg.seq_len,
+        "global_batch_size": sizes(cfg)[0],
+        "local_batch_size": sizes(cfg)[0] // env.world_size,
+        "seq_len": sizes(cfg)[1],
         "world_size": env.world_size,
         "nodes": env.num_nodes,
         "ranks_per_node": env.local_world_size,
@@ -290,6 +345,7 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
         "compile": cfg.parallel.compile,
         "activation_checkpointing": cfg.parallel.activation_checkpointing,
         "param_dtype": compute_dtype(device.type, cfg.parallel.bf16),
+        "matmul_dtype": compute_dtype(device.type, cfg.parallel.bf16, cfg.parallel.fp8),
         "reduce_dtype": "float32",
         "device": device.type,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -333,6 +389,17 @@ def main(argv: list[str] | None = None) -> int:
     env = distenv.detect()
     env.export()
     device = pick_device(cfg.device, env.local_rank)
+    if cfg.fp8:
+        from benchmarks.fsdp import fp8
+
+        why = fp8.unavailable(device) or (
+            "--fp8 and --fp32 exclude each other" if cfg.fp32 else None)
+        if why:
+            print(f"error: {why}", file=sys.stderr)
+            return 2
+    shard = env.local_world_size if cfg.hsdp else env.world_size
+    cfg, choice = resolve_defaults(cfg, env.world_size, shard, device)
+    assert cfg.batch_size is not None
     if cfg.batch_size % env.world_size:
         print(f"error: global batch size {cfg.batch_size} is not divisible by the world size "
               f"{env.world_size}", file=sys.stderr)
@@ -340,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     backend, mesh_backend = process_group_backends(device)
     dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
     try:
-        result = train(cfg, env, device, mesh_backend)
+        result = train(cfg, env, device, mesh_backend, choice)
         if dist.get_rank() == 0 and cfg.out is not None:
             status, reasons = verdict(result["metrics"], cfg.steps)
             rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],

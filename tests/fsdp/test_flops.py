@@ -78,6 +78,8 @@ def test_peaks_agree_with_the_instance_catalog() -> None:
     assert {p.catalog_model for p in linked.values()} >= {"H100", "H200", "A100-40GB", "B200"}
     for name, p in linked.items():
         assert models[p.catalog_model]["peak_bf16_tflops"] == p.bf16, name
+        # the fp8 dense peak an --fp8 run divides by: the catalog's, where it has one
+        assert models[p.catalog_model].get("peak_fp8_tflops") == p.fp8, name
 
 
 def test_meter_skips_warmup_and_reports_percentiles() -> None:

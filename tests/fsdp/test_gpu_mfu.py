@@ -13,7 +13,7 @@ def test_dry_run_prints_eager_and_compile_runs(capsys: pytest.CaptureFixture[str
     for line in (eager, compiled):
         assert "-m benchmarks.fsdp.train --model 1b --device cuda" in line
         assert "--batch-size 2 --seq-len 4096" in line
-    assert "--compile" not in eager and compiled.endswith("--compile")
+    assert eager.endswith("--no-compile") and compiled.endswith(" --compile")
 
 
 def test_options_reach_the_runs() -> None:

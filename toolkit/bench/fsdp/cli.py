@@ -33,7 +33,8 @@ TRAIN_OPTIONS = ("model", "steps", "seq_len", "ckpt_every", "ac", "compile", "hs
 DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"default": "8b", "help": f"Shape preset: {', '.join(PRESETS)}."},
     "steps": {"default": 50},
-    "seq_len": {"default": None, "help": "Tokens per sequence [8192; "
+    "seq_len": {"default": None, "help": "Tokens per sequence [on GPUs chosen on the node from "
+                "the shape and the GPU memory; "
                 + ", ".join(f"{m} {n}" for m, n in driver.DEFAULT_SEQ_LEN.items()) + "]."},
     "peak_tflops": {"help": "Dense bf16 peak per GPU (default: from --instance-type, else "
                             "from the GPU name on the node)."},
@@ -51,10 +52,13 @@ def train_options(names: Sequence[str], overrides: Mapping[str, Mapping[str, Any
     for name in names:
         s, o = spec[name], overrides.get(name, {})
         default, help_text = o.get("default", s.default), o.get("help", s.help)
-        if s.is_bool and default is not False:
+        flag = s.flag
+        if s.is_bool and default is None:  # --x/--no-x, None when neither is given
+            flag = f"{s.flag}/--no-{s.flag.removeprefix('--')}"
+        elif s.is_bool and default is not False:
             raise ValueError(f"{name}: only off-by-default switches pass through as flags")
         annotation: Any = s.type if default is not None else s.type | None
-        option = typer.Option(default, s.flag, help=help_text, rich_help_panel=panel)
+        option = typer.Option(default, flag, help=help_text, rich_help_panel=panel)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                         annotation=annotation))
     return params
@@ -78,7 +82,9 @@ def with_options(extra: list[inspect.Parameter]) -> Callable[[F], F]:
 @with_options(train_options(TRAIN_OPTIONS, DRIVER_DEFAULTS, TRAIN_PANEL))
 def fsdp_command(
     nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes to train on."),
-    batch_per_gpu: int = typer.Option(1, help="Sequences per GPU per step."),
+    batch_per_gpu: int | None = typer.Option(
+        None, help="Sequences per GPU per step [on GPUs chosen on the node from the shape and "
+        "the GPU memory; tiny and small 1]."),
     partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
     instance_type: str | None = typer.Option(
         None, help="Instance type in the catalog: GPUs per node and peak TFLOP/s from it."),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fsdp.config import PRESETS, TrainConfig, to_argv
+from benchmarks.fsdp.defaults import gpu_defaults
 from benchmarks.fsdp.stragglers import describe as describe_stragglers
 from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
@@ -49,14 +50,15 @@ class FsdpJob:
     launcher: str = "srun"
     partition: str | None = None
     steps: int = 50
-    batch_per_gpu: int = 1
-    seq_len: int = 8192
+    batch_per_gpu: int | None = 1  # None: chosen on the node (GPU defaults)
+    seq_len: int | None = 8192  # None: chosen on the node (GPU defaults)
     ckpt_every: int = 0
     time_limit: str | None = None
     requeue: bool = True
     python: str = sys.executable
     repo: Path = REPO
     train_flags: list[str] = field(default_factory=list)  # --ac, --compile, --hsdp, ...
+    notes: tuple[str, ...] = ()  # comment lines of the batch script
     # the EFA/NCCL environment (toolkit.submit.efa): None means for GPU jobs (the catalog's
     # EFA fact of --instance-type decides when it is given)
     efa: bool | None = None
@@ -75,7 +77,8 @@ class FsdpJob:
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
-            model=self.model, steps=self.steps, batch_size=self.batch_per_gpu * self.world_size,
+            model=self.model, steps=self.steps,
+            batch_size=self.batch_per_gpu * self.world_size if self.batch_per_gpu else None,
             seq_len=self.seq_len, out=self.record_path,
             ckpt_dir=self.run_dir / "ckpt" if self.ckpt_every else None,
             ckpt_every=self.ckpt_every)
@@ -104,7 +107,7 @@ class FsdpRun:
             self.state != "COMPLETED" or self.record["verdict"]["status"] == "FAIL")
 
 
-def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | None,
+def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: int | None,
          partition: str | None, instance_type: str | None, tasks_per_node: int | None,
          gpus_per_node: int | None, launcher: str, time_limit: str | None,
          run_dir: Path | None) -> FsdpJob:
@@ -113,23 +116,46 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | N
     model = train.model.lower()
     if model not in PRESETS:
         raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")
-    peak, ranks, efa = train.peak_tflops, tasks_per_node, None
+    peak, ranks, efa, gpu = train.peak_tflops, tasks_per_node, None, None
     if instance_type is not None:
         inst = catalog.get(instance_type)
         efa = inst.efa_supported
         if inst.gpus and inst.accelerator is not None:
             ranks = ranks or inst.gpus
             peak = peak or inst.accelerator.peak_bf16_tflops
+            gpu = (f"{inst.accelerator.model} {inst.accelerator.memory_gib:.0f} GiB",
+                   inst.accelerator.memory_mib * 2**20)
     ranks = ranks or 8
+    small = model in DEFAULT_SEQ_LEN  # CPU-sized shapes keep fixed small defaults
+    if small:
+        seq_len, batch_per_gpu = seq_len or DEFAULT_SEQ_LEN[model], batch_per_gpu or 1
     job = FsdpJob(
         nodes=nodes, model=model, run_dir=(run_dir or default_run_dir(model)).resolve(),
         tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
         launcher=launcher, partition=partition, steps=train.steps, batch_per_gpu=batch_per_gpu,
-        seq_len=seq_len or DEFAULT_SEQ_LEN.get(model, 8192), ckpt_every=train.ckpt_every,
-        time_limit=time_limit, efa=efa,
-        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS))
+        seq_len=seq_len, ckpt_every=train.ckpt_every, time_limit=time_limit, efa=efa,
+        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS),
+        notes=() if small else gpu_default_notes(train, model, seq_len, batch_per_gpu, ranks,
+                                                 nodes, gpu))
     validate(job)
     return job
+
+
+def gpu_default_notes(train: TrainConfig, model: str, seq_len: int | None,
+                      batch_per_gpu: int | None, ranks: int, nodes: int,
+                      gpu: tuple[str, int] | None) -> tuple[str, ...]:
+    """Comment lines saying what the node will choose for the settings left out (it decides
+    from its own GPU's memory; the catalog's figure gives the expectation)."""
+    if seq_len and batch_per_gpu and train.compile is not None and train.ac is not None:
+        return ()
+    lines = ["settings left out are chosen on the node from the model shape and its GPU memory "
+             "(benchmarks/fsdp/defaults.py)"]
+    if gpu is not None:
+        shard = ranks if train.hsdp else ranks * nodes
+        choice = gpu_defaults(PRESETS[model], gpu[1], shard, gpu[0], seq_len=seq_len,
+                              batch_per_gpu=batch_per_gpu, compile=train.compile, ac=train.ac)
+        lines.append("expected from the catalog: " + choice.summary())
+    return tuple(lines)
 
 
 def run(job: FsdpJob, *, wait_for_it: bool = True, timeout: float | None = None,
@@ -159,7 +185,8 @@ def validate(job: FsdpJob) -> None:
     if job.launcher not in LAUNCHERS:
         raise PctkError(f"unknown launcher {job.launcher!r}", f"use {' or '.join(LAUNCHERS)}")
     for name in ("nodes", "tasks_per_node", "steps", "batch_per_gpu", "seq_len"):
-        if getattr(job, name) < 1:
+        value = getattr(job, name)
+        if value is not None and value < 1:
             raise PctkError(f"--{name.replace('_', '-')} must be at least 1")
     if any(c.isspace() for c in str(job.run_dir)):
         raise PctkError(f"run folder {str(job.run_dir)!r} has whitespace, which #SBATCH lines "
@@ -187,6 +214,7 @@ def render_sbatch(job: FsdpJob) -> str:
         f"# Generated by pctk bench fsdp: FSDP2 benchmark, model {job.model}, "
         f"{job.nodes} node(s) x {job.tasks_per_node} rank(s), launcher {job.launcher}.",
         *sbatch_header(job_spec(job)),
+        *(f"# {note}" for note in job.notes),
         "set -euo pipefail",
         f"cd {q(str(job.repo))}",
         f"export PYTHONPATH={q(str(job.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",

@@ -1,0 +1,139 @@
+"""The memory model of an FSDP2 training run, per GPU, without torch: what ``pctk plan``
+(toolkit/plan) sizes clusters with and what ``benchmarks.fsdp.train`` picks its GPU defaults
+with (benchmarks/fsdp/defaults.py), so both sides use the same arithmetic.
+
+Units: bytes. The layout is the one ``pctk bench fsdp`` trains with: fp32 parameters, fp32
+gradients and AdamW's two fp32 moments sharded over the shard group, bf16 compute copies of
+the blocks being gathered, bf16 activations (see :func:`memory`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.fsdp.config import ModelArgs
+
+GIB = 2**30
+
+# bytes per parameter of the sharded training state (pctk bench fsdp: the model is built in
+# fp32, FSDP2 computes in bf16 and reduces gradients in fp32, AdamW keeps two fp32 moments)
+PARAM_BYTES = 4
+GRAD_BYTES = 4
+OPTIM_BYTES = 8
+ACT_BYTES = 2  # bf16 activations
+LOGIT_BYTES = 2 + 4  # bf16 logits and the fp32 copy cross-entropy computes in
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the arithmetic needs of a model: parameter counts and, when known, its shape."""
+
+    params: int  # all parameters
+    params_non_embedding: int  # without the input embedding (a lookup, not a matmul)
+    layers: int | None = None
+    dim: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    ffn_dim: int | None = None
+    vocab: int | None = None
+
+    @property
+    def head_dim(self) -> int | None:
+        return self.dim // self.heads if self.dim and self.heads else None
+
+    @property
+    def has_attention_shape(self) -> bool:
+        return bool(self.layers and self.dim and self.heads)
+
+    @property
+    def block_params(self) -> int:
+        """Parameters of one transformer block (the unit FSDP gathers), or an even share."""
+        if self.layers and self.dim and self.heads and self.ffn_dim:
+            return block_params(self.dim, self.heads, self.kv_heads or self.heads, self.ffn_dim)
+        return self.params_non_embedding // self.layers if self.layers else 0
+
+
+def block_params(dim: int, heads: int, kv_heads: int, ffn_dim: int) -> int:
+    head_dim = dim // heads
+    attention = dim * heads * head_dim * 2 + dim * kv_heads * head_dim * 2  # wq wo, wk wv
+    return attention + 3 * dim * ffn_dim + 2 * dim  # SwiGLU w1 w2 w3, two RMSNorms
+
+
+def shape_of(args: ModelArgs) -> Shape:
+    """Parameter counts of a Llama-style preset (untied embeddings, as the benchmark builds)."""
+    embedding = args.vocab_size * args.dim
+    blocks = args.n_layers * block_params(args.dim, args.n_heads, args.n_kv_heads, args.ffn_dim)
+    total = embedding + blocks + args.dim + args.dim * args.vocab_size  # final norm, output
+    return Shape(total, total - embedding, args.n_layers, args.dim, args.n_heads,
+                 args.n_kv_heads, args.ffn_dim, args.vocab_size)
+
+
+# --- memory -------------------------------------------------------------------------------
+
+def activation_bytes_per_token_per_layer(shape: Shape) -> int:
+    """bf16 tensors one Llama block keeps for its backward, per token.
+
+    Saved inputs of the two RMSNorms and their outputs (4·h), q k v after rotary
+    embeddings (h + 2·kv·d_head), the attention output (h), the residual sum (h), the
+    SwiGLU gate and up projections, the SiLU and the product (4·f): with SDPA's fused
+    attention the T×T score matrix is never stored. Korthikanti et al. 2022 (arXiv
+    2205.05198) count 34·h for a GPT block with a 4h MLP; this is the Llama form.
+    """
+    assert shape.dim and shape.ffn_dim
+    kv = (shape.kv_heads or shape.heads or 1) * (shape.head_dim or 0)
+    return ACT_BYTES * (6 * shape.dim + 2 * kv + 4 * shape.ffn_dim)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU at one shard size."""
+
+    shard: int
+    parameters: float
+    gradients: float
+    optimizer: float
+    gathered: float  # bf16 copies of the blocks being computed, their unsharded gradients
+    activations: float  # without activation checkpointing
+    activations_ac: float  # with activation checkpointing per block
+
+    def total(self, ac: bool) -> float:
+        return (self.parameters + self.gradients + self.optimizer + self.gathered
+                + (self.activations_ac if ac else self.activations))
+
+    def to_dict(self, usable: float) -> dict[str, object]:
+        gib = {k: round(v / GIB, 2) for k, v in (
+            ("parameters", self.parameters), ("gradients", self.gradients),
+            ("optimizer_state", self.optimizer), ("gathered_blocks", self.gathered),
+            ("activations_no_ac", self.activations),
+            ("activations_ac", self.activations_ac))}
+        return {"shard_size": self.shard, "gib": gib,
+                "total_gib_no_ac": round(self.total(False) / GIB, 2),
+                "total_gib_ac": round(self.total(True) / GIB, 2),
+                "fits_no_ac": self.total(False) <= usable,
+                "fits_ac": self.total(True) <= usable}
+
+
+def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
+    """Memory per GPU with the training state sharded over ``shard`` GPUs.
+
+    States: fp32 parameters, fp32 gradients, AdamW's two fp32 moments, each divided by the
+    shard size. Gathered: two blocks' bf16 parameters (the one computing and the one
+    prefetched) and one block's fp32 unsharded gradients before its reduce-scatter.
+    Activations: every block's saved tensors without activation checkpointing; with it, each
+    block's bf16 input plus one block's tensors recomputed during its backward. Both add the
+    logits (bf16 and the fp32 copy of cross-entropy) when the vocabulary is known.
+    """
+    if shard < 1:
+        raise ValueError(f"shard size must be at least 1 (got {shard})")
+    p = shape.params
+    blk = shape.block_params
+    gathered = blk * (2 * 2 + 4)
+    tokens = seq_len * micro_batch
+    logits = tokens * shape.vocab * LOGIT_BYTES if shape.vocab else 0
+    full = ac = 0
+    if shape.layers and shape.dim and shape.ffn_dim:
+        per_layer = activation_bytes_per_token_per_layer(shape) * tokens
+        full = shape.layers * per_layer + logits
+        ac = shape.layers * ACT_BYTES * shape.dim * tokens + per_layer + logits
+    return Memory(shard, PARAM_BYTES * p / shard, GRAD_BYTES * p / shard,
+                  OPTIM_BYTES * p / shard, gathered, float(full), float(ac))

@@ -1,0 +1,1 @@
+"""Reference peers pctk's benchmarks are measured against; not part of pctk's own path."""
