@@ -13,6 +13,7 @@ are run through :mod:`toolkit.submit.slurm`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -26,7 +27,17 @@ from typing import Any
 
 from toolkit.config.model import ClusterTopology, load_topology
 from toolkit.errors import PctkError
-from toolkit.local import faults, files, hosts, mariadb, mounts, power, procs, state
+from toolkit.local import (
+    faults,
+    files,
+    hosts,
+    mariadb,
+    mounts,
+    power,
+    procs,
+    state,
+    stopsignals,
+)
 from toolkit.local.plan import (
     Ports,
     TwinPlan,
@@ -64,6 +75,8 @@ class TwinStatus:
     partitions: list[str]
     accounting: bool
     notes: list[str] = dataclasses.field(default_factory=list)  # what `up` capped or skipped
+    # daemons a running twin has that were never started (an `up` killed half-way)
+    missing: list[str] = dataclasses.field(default_factory=list)
     mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # the power programs' latest steps (power-up, slurmd started, power-down, capacity faults)
     power_events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -79,16 +92,17 @@ class TwinStatus:
 
     @property
     def dead_daemons(self) -> list[str]:
-        """Daemons that died while others still run (empty unless degraded)."""
+        """Daemons that died or never started while others run (empty unless degraded)."""
         if self.state != "degraded":
             return []
-        return [d["name"] for d in self.daemons if not d["running"]]
+        return [d["name"] for d in self.daemons if not d["running"]] + self.missing
 
     def to_json(self) -> dict[str, Any]:
         return {
             "state_dir": str(self.state_dir),
             "state": self.state,
             "dead_daemons": self.dead_daemons,
+            "missing": self.missing,
             "running": self.running,
             "config": self.config,
             "cluster": self.cluster,
@@ -179,8 +193,10 @@ class Twin:
         return state.any_daemon_up(self.state_dir)
 
     def is_running(self) -> bool:
-        ps = self._procs(self._load_state())
-        return bool(ps) and all(procs.is_running(p) for p in ps)
+        st = self._load_state()
+        ps = self._procs(st)
+        return (bool(ps) and not state.missing_daemons(st)
+                and all(procs.is_running(p) for p in ps))
 
     # ---------------------------------------------------------------- up
     def up(
@@ -206,11 +222,12 @@ class Twin:
                 f"state folder path is too long for UNIX sockets: {self.state_dir}",
                 "use a shorter --state-dir or PCTK_TWIN_DIR",
             )
-        with state.lock(self.state_dir):
+        with stopsignals.as_exceptions(), state.lock(self.state_dir):
             st = self._load_state()
             self._refuse_other_cluster(st, slurm_cluster_name(topo.name))
             old = self._procs(st)
-            if st and old and all(procs.is_running(p) for p in old):
+            if st and old and not state.missing_daemons(st) \
+                    and all(procs.is_running(p) for p in old):
                 same = (st.config_sha256 == cfg_hash and st.nodes_per_resource == nodes
                         and st.accounting == accounting)
                 if same:
@@ -276,7 +293,10 @@ class Twin:
         try:
             self._start_all(plan, remember, progress, timeout, drains, boot_delay)
         except BaseException:
-            progress("start failed: stopping what was started")
+            # Ctrl-C, SIGTERM or SIGHUP (toolkit.local.stopsignals) too; a closed terminal
+            # must not keep the daemons from being stopped
+            with contextlib.suppress(Exception):
+                progress("start failed: stopping what was started")
             procs.stop(power.recorded(self.state_dir))
             procs.stop(record.procs)
             power.forget_all(self.state_dir)
@@ -344,8 +364,9 @@ class Twin:
             if d.before:
                 d.before()
             progress(f"starting {d.title or d.name}")
-            p = procs.spawn(d.name, d.argv, s / "log" / f"{d.name}.out", env, s)
-            remember(p)
+            with stopsignals.deferred():  # its pid recorded before a signal stops up
+                p = procs.spawn(d.name, d.argv, s / "log" / f"{d.name}.out", env, s)
+                remember(p)
             self._wait(d.ready, d.name, p, d.timeout, str(d.log))
 
         hosts.add_block(s, plan.nodes)
@@ -354,8 +375,9 @@ class Twin:
                  f"{len(plan.nodes) - len(static)} dynamic nodes are powered down)")
         slurmds = []
         for n in static:
-            p = power.start_slurmd(s, n.name, env, plan.slurm_conf)
-            remember(p)
+            with stopsignals.deferred():
+                p = power.start_slurmd(s, n.name, env, plan.slurm_conf)
+                remember(p)
             slurmds.append((n, p))
 
         progress("waiting for nodes to be idle")
@@ -555,7 +577,8 @@ class Twin:
             {"name": p.name, "pid": p.pid, "running": procs.is_running(p), "log": p.log}
             for p in ps
         ]
-        running = bool(ps) and all(d["running"] for d in daemons)
+        missing = state.missing_daemons(st)
+        running = bool(ps) and not missing and all(d["running"] for d in daemons)
         ctld_up = any(d["name"] == "slurmctld" and d["running"] for d in daemons)
         nodes = slurm.node_details(env=self._cmd_env()) if ctld_up else []
         return TwinStatus(
@@ -568,6 +591,7 @@ class Twin:
             partitions=list(st.partitions) if st else [],
             accounting=st.accounting if st else False,
             notes=[n for n in st.notes if n.startswith("capped")] if st else [],
+            missing=missing,
             mounts=list(st.mounts) if st else [],
             power_events=power.events(self.state_dir, limit=10) if st else [],
             faults=_faults(self.state_dir),

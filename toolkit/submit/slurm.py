@@ -562,6 +562,15 @@ def queued_jobs(*, env: Mapping[str, str] | None = None) -> list[str] | None:
 NODE_DETAILS = ("name", "partition", "state", "cpus", "gres", "reason")
 
 
+def partition_nodes(partition: str) -> list[dict[str, str]]:
+    """The partition's nodes as configured, whatever their state (``sinfo -N -p``): name,
+    state, cpus, memory (MiB), gres, reason; [] when Slurm does not answer."""
+    keys = ("name", "state", "cpus", "memory", "gres", "reason")
+    r = ask(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T|%c|%m|%G|%E"], timeout=30)
+    return [dict(zip(keys, (line.split("|", 5) + [""] * 6)[:6], strict=True))
+            for line in (r.stdout.splitlines() if r.returncode == 0 else []) if line.strip()]
+
+
 def node_details(*, env: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """One row per node and partition (``sinfo -N %N|%P|%T|%c|%G|%E``) with the keys of
     NODE_DETAILS; [] when Slurm does not answer."""
