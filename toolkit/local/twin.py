@@ -238,6 +238,14 @@ class Twin:
                          "(state and accounting kept)")
                 self._cancel_all_jobs()
             elif old:
+                if st is not None and self._restartable_in_place(st, old, cfg_hash, nodes,
+                                                                  accounting):
+                    try:
+                        return self._restart_in_place(topo, st, old, progress, timeout)
+                    except PctkError as exc:
+                        progress(f"restarting in place failed ({exc}); restarting the twin")
+                        st = self._load_state() or st
+                        old = self._procs(st)
                 progress("recovering from a previous run that did not stop cleanly")
             if old:
                 if st is not None:
@@ -252,6 +260,65 @@ class Twin:
             with port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
                                             drains, progress, timeout, boot_delay)
+
+    def _restartable_in_place(self, st: TwinState, old: list[procs.Proc], cfg_hash: str,
+                              nodes: int | None, accounting: bool) -> bool:
+        """Only slurmctld and/or slurmd died, with the config unchanged: restart just those.
+
+        A head node whose slurmctld crashed keeps its slurmd and their jobs running; the
+        controller recovers its jobs and nodes from StateSaveLocation when it starts again
+        (no -c). Stopping the whole twin instead killed the running jobs, and clearing the
+        saved node state under recovered jobs left their GRES allocated on an idle node.
+        """
+        dead = [p for p in old if not procs.is_running(p)]
+        return (bool(dead) and not state.missing_daemons(st)
+                and st.config_sha256 == cfg_hash and st.nodes_per_resource == nodes
+                and st.accounting == accounting and st.ports is not None
+                and all(p.name == "slurmctld" or p.name.startswith("slurmd:") for p in dead)
+                and (procs.is_running(next(p for p in old if p.name == "slurmctld"))
+                     or port_free(st.ports.slurmctld)))
+
+    def _restart_in_place(self, topo: ClusterTopology, st: TwinState, old: list[procs.Proc],
+                          progress: Progress, timeout: float) -> TwinStatus:
+        """Start the dead slurmctld and slurmd again on the files, state and ports they had."""
+        s = self.state_dir
+        env, cmd_env = self._daemon_env(), self._cmd_env()
+        ctld_log = s / "ctld" / "slurmctld.log"
+        dead = [p for p in old if not procs.is_running(p)]
+        assert st.ports is not None
+        plan = build_plan(topo, s, st.ports, nodes_per_resource=st.nodes_per_resource,
+                          accounting=st.accounting)
+
+        def replace(new: procs.Proc) -> None:
+            st.procs = [new if p.name == new.name else p for p in st.procs]
+            state.save(s, st)
+
+        if any(p.name == "slurmctld" for p in dead):
+            progress("slurmctld is down: starting it again (running jobs, nodes and saved "
+                     "state kept)")
+            with stopsignals.deferred():
+                ctld = procs.spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.slurm_conf)],
+                                   s / "log" / "slurmctld.out", env, s)
+                replace(ctld)
+            self._wait(lambda: slurm.ping(env=cmd_env), "slurmctld", ctld, timeout,
+                       str(ctld_log))
+        by_name = {n.name: n for n in plan.nodes}
+        for p in dead:
+            node = p.name.split(":", 1)[1] if p.name.startswith("slurmd:") else None
+            if node is None or node not in by_name:
+                continue
+            progress(f"slurmd of {node} is down: starting it again")
+            with stopsignals.deferred():
+                replace(power.start_slurmd(s, node, env, plan.slurm_conf))
+        running = {p.name: p for p in self._procs(st)}
+        slurmds = [(n, running[f"slurmd:{n.name}"]) for n in plan.nodes
+                   if f"slurmd:{n.name}" in running]
+        progress("waiting for nodes to be idle")
+        self._wait_nodes_ready(plan, slurmds, st.drains, timeout, ctld_log)
+        if st.accounting:
+            self._wait(lambda: slurm.sacct_answers(env=cmd_env), "sacct", None, timeout,
+                       str(s / "dbd" / "slurmdbd.log"))
+        return self.status()
 
     def _refuse_other_cluster(self, st: TwinState | None, cluster: str) -> None:
         """One state folder holds one cluster: slurmctld refuses another's StateSaveLocation."""

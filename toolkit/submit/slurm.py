@@ -261,6 +261,24 @@ def job_reason(job_id: str) -> tuple[str, str]:
     return state.strip(), "" if reason.strip() == "None" else reason.strip()
 
 
+def controller_jobs(job_ids: Iterable[str], timeout: float = 8
+                    ) -> tuple[set[str] | None, str]:
+    """The jobs (array job ids for array tasks) among these that slurmctld holds now, in
+    one squeue call; ``(None, why)`` when the controller does not answer."""
+    mains = sorted({j.split("_")[0] for j in job_ids})
+    # a controller that is down makes squeue retry for MessageTimeout (60 s on the twin)
+    r = ask(["squeue", "--states=all", "-h", "-j", ",".join(mains), "-o", "%F|%i"],
+            timeout=timeout)
+    if r.returncode == NO_ANSWER:
+        return None, f"squeue had no answer in {timeout:g} s"
+    if r.returncode != 0 and "Invalid job id" not in r.stderr:
+        return None, error_line(r)
+    held = set()
+    for line in r.stdout.splitlines():
+        held.update(x.strip().split("_")[0] for x in line.split("|") if x.strip())
+    return held & set(mains), ""
+
+
 def job_is_queued(job_id: str) -> bool:
     """Whether the controller still lists the job as pending or running."""
     r = ask(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
