@@ -580,6 +580,18 @@ def queued_jobs(*, env: Mapping[str, str] | None = None) -> list[str] | None:
 NODE_DETAILS = ("name", "partition", "state", "cpus", "gres", "reason")
 
 
+def node_allocations(nodes: list[str]) -> dict[str, tuple[str, str]]:
+    """node -> (State, AllocTRES) from ``scontrol show node -o``: what jobs hold on each
+    node (``cpu=1,gres/gpu=8``; empty when nothing); {} when Slurm does not answer."""
+    r = ask(["scontrol", "show", "node", "-o", ",".join(nodes)], timeout=30)
+    out = {}
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        f = scontrol_fields(line)
+        if f.get("NodeName"):
+            out[f["NodeName"]] = (f.get("State", ""), f.get("AllocTRES", ""))
+    return out
+
+
 def partition_nodes(partition: str) -> list[dict[str, str]]:
     """The partition's nodes as configured, whatever their state (``sinfo -N -p``): name,
     state, cpus, memory (MiB), gres, reason; [] when Slurm does not answer."""
