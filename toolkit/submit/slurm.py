@@ -273,7 +273,7 @@ def controller_jobs(job_ids: Iterable[str], timeout: float = 8
         return None, f"squeue had no answer in {timeout:g} s"
     if r.returncode != 0 and "Invalid job id" not in r.stderr:
         return None, error_line(r)
-    held = set()
+    held: set[str] = set()
     for line in r.stdout.splitlines():
         held.update(x.strip().split("_")[0] for x in line.split("|") if x.strip())
     return held & set(mains), ""
