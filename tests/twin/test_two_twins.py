@@ -73,6 +73,10 @@ def test_two_ups_at_once_leave_one_twin_and_each_twin_resolves_its_own_node_name
                            env={**os.environ, **second.env()}, timeout=120)
         assert r.returncode == 0, r.stderr
         assert r.stdout.split()[0] == mine, r.stdout
+        # this host's /etc/hosts alone answers with an earlier twin's block
+        host = subprocess.run(["getent", "hosts", "compute-st-c5-1"], capture_output=True,
+                              text=True, timeout=60)
+        assert host.stdout.split()[0] != mine, host.stdout
     finally:
         for r in (root, other_root):
             for twin in clusters.known(r).values():

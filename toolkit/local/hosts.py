@@ -9,9 +9,11 @@ resolve, and ``MASTER_ADDR=127.0.0.1`` still works.
 Twins in other state folders keep the same ParallelCluster node names (``gpu-st-p5-1``) at
 other addresses, and ``/etc/hosts`` answers with the first block that names one. So the
 twin also writes its own hosts file, ``etc/hosts`` in its state folder (this host's lines
-without any twin's block, then its own), and each slurmd it gives an address runs in a mount
-namespace where that file is ``/etc/hosts`` (:func:`toolkit.local.power.start_slurmd`): its
-jobs resolve their node names to their own twin's nodes.
+without any twin's block, then its own), named by ``PCTK_TWIN_HOSTS`` in each slurmd's and
+each task's environment; the twin's ``LD_PRELOAD`` library (:mod:`toolkit.local.nodeaddr`)
+answers getaddrinfo and gethostbyname* for the names in it, so a twin's jobs resolve their
+node names to their own twin's nodes. (A mount namespace with that file over ``/etc/hosts``
+would hide every mount made after the slurmd started.)
 """
 
 from __future__ import annotations

@@ -137,14 +137,12 @@ def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Pa
     if addr != "127.0.0.1":
         # its own host name (UTS namespace), hence its own listening address (see
         # plan.node_host), and its own source address (see nodeaddr.py)
-        # and the twin's own hosts file as /etc/hosts (a private mount namespace): its
-        # node names resolve to this twin's nodes, not another twin's (see hosts.py)
-        argv = ["unshare", "--uts", "--mount", "sh", "-c",
-                'hostname "$1" && { [ ! -f "$2" ] || mount --bind "$2" /etc/hosts || true; } '
-                '&& shift 2 && exec "$@"',
-                "sh", node_host(addr), str(hosts.twin_file(state_dir)), *argv]
+        argv = ["unshare", "--uts", "sh", "-c", f'hostname {node_host(addr)} && exec "$@"',
+                "sh", *argv]
+        # and node names resolved in the twin's own hosts file (nodeaddr.py, hosts.py)
         env = {**env, "PCTK_NODE_ADDR": addr,
-               "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib"))}
+               "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib")),
+               "PCTK_TWIN_HOSTS": str(hosts.twin_file(state_dir))}
     p = procs.spawn(f"slurmd:{node}", argv, state_dir / "log" / f"slurmd-{node}.out", env,
                     state_dir)
     from toolkit.local import faults  # faults builds on this module
