@@ -303,11 +303,20 @@ class Twin:
             self._wait(lambda: slurm.ping(env=cmd_env), "slurmctld", ctld, timeout,
                        str(ctld_log))
         by_name = {n.name: n for n in plan.nodes}
-        for p in dead:
-            node = p.name.split(":", 1)[1] if p.name.startswith("slurmd:") else None
-            if node is None or node not in by_name:
+        restart = [p.name.split(":", 1)[1] for p in dead if p.name.startswith("slurmd:")]
+        # a controller killed before it saved a static node's registration recovers it as
+        # powered down (idle~); its slurmd registers only when it starts, so start it again
+        # (a powered-down node runs no job)
+        states = self._node_states()
+        asleep = [n.name for n in plan.nodes if n.static and n.name not in restart
+                  and states.get(n.name, "").endswith("~")]
+        for node in asleep:
+            power.stop_slurmd(s, node)
+        for node in [*restart, *asleep]:
+            if node not in by_name:
                 continue
-            progress(f"slurmd of {node} is down: starting it again")
+            progress(f"slurmd of {node} is down: starting it again" if node in restart
+                     else f"{node} was recovered powered down: starting its slurmd again")
             with stopsignals.deferred():
                 replace(power.start_slurmd(s, node, env, plan.slurm_conf))
         running = {p.name: p for p in self._procs(st)}
