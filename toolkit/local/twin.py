@@ -266,9 +266,9 @@ class Twin:
         """Only slurmctld and/or slurmd died, with the config unchanged: restart just those.
 
         A head node whose slurmctld crashed keeps its slurmd and their jobs running; the
-        controller recovers its jobs and nodes from StateSaveLocation when it starts again
-        (no -c). Stopping the whole twin instead killed the running jobs, and clearing the
-        saved node state under recovered jobs left their GRES allocated on an idle node.
+        controller recovers its jobs, nodes and drains from StateSaveLocation when it starts
+        again (no -c). The twin does the same instead of stopping every daemon, starting
+        every slurmd afresh and discarding the saved node state under the recovered jobs.
         """
         dead = [p for p in old if not procs.is_running(p)]
         return (bool(dead) and not state.missing_daemons(st)
