@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def test_a_signal_during_up_stops_what_was_started_and_status_says_what_is_missi
     finally:
         _local(root, "down", "--purge")
     assert _ours(root) == []
+    shutil.rmtree(root, ignore_errors=True)  # the root's up lock
 
 
 def _sbatch(env: dict[str, str], *args: str) -> str:

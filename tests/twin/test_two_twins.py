@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,3 +82,4 @@ def test_two_ups_at_once_leave_one_twin_and_each_twin_resolves_its_own_node_name
         for r in (root, other_root):
             for twin in clusters.known(r).values():
                 twin.down(purge=True)
+            shutil.rmtree(r, ignore_errors=True)  # the root's up lock
