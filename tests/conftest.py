@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 OWN_TWIN_WAITERS = frozenset({
     "tests/twin/test_power.py",
     "tests/twin/test_lifecycle.py",
+    "tests/twin/test_crash.py",
+    "tests/twin/test_two_twins.py",
     "tests/submit/test_accounting_faults.py",
     "tests/submit/test_max_array.py",
     "tests/health/test_slurmd_down.py",

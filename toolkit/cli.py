@@ -12,6 +12,7 @@ command's own help.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import typer.core
 import typer.main
 
 from toolkit import __version__
-from toolkit.errors import PctkError
+from toolkit.errors import PctkError, Terminated
 
 USAGE_EXIT_CODE = 2
 # pctk health run answers a monitor in Nagios codes: unusable input is UNKNOWN (3), since
@@ -235,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pctk: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            print(f"pctk: stopped by {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except SystemExit as exc:  # a command's sys.exit(n): main() returns, callers go on
         return _system_exit_code(exc.code)
     except Exception as exc:

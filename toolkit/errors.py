@@ -28,3 +28,15 @@ class PctkError(Exception):
 
     def __str__(self) -> str:
         return self.one_line()
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while a command had to finish what it started (``pctk local
+    up``): raised in the main thread like KeyboardInterrupt, so the same clean-up runs. The
+    CLI exits 128 + the signal's number, as a shell reports a process ended by it."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

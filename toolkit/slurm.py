@@ -268,6 +268,24 @@ def job_reason(job_id: str) -> tuple[str, str]:
     return state.strip(), "" if reason.strip() == "None" else reason.strip()
 
 
+def controller_jobs(job_ids: Iterable[str], timeout: float = 8
+                    ) -> tuple[set[str] | None, str]:
+    """The jobs (array job ids for array tasks) among these that slurmctld holds now, in
+    one squeue call; ``(None, why)`` when the controller does not answer."""
+    mains = sorted({j.split("_")[0] for j in job_ids})
+    # a controller that is down makes squeue retry for MessageTimeout (60 s on the twin)
+    r = ask(["squeue", "--states=all", "-h", "-j", ",".join(mains), "-o", "%F|%i"],
+            timeout=timeout)
+    if r.returncode == NO_ANSWER:
+        return None, f"squeue had no answer in {timeout:g} s"
+    if r.returncode != 0 and "Invalid job id" not in r.stderr:
+        return None, error_line(r)
+    held: set[str] = set()
+    for line in r.stdout.splitlines():
+        held.update(x.strip().split("_")[0] for x in line.split("|") if x.strip())
+    return held & set(mains), ""
+
+
 def job_is_queued(job_id: str) -> bool:
     """Whether the controller still lists the job as pending or running."""
     r = ask(["squeue", "-h", "-j", job_id.split("_")[0], "-o", "%T"])
@@ -567,6 +585,27 @@ def queued_jobs(*, env: Mapping[str, str] | None = None) -> list[str] | None:
 
 
 NODE_DETAILS = ("name", "partition", "state", "cpus", "gres", "reason")
+
+
+def node_allocations(nodes: list[str]) -> dict[str, tuple[str, str]]:
+    """node -> (State, AllocTRES) from ``scontrol show node -o``: what jobs hold on each
+    node (``cpu=1,gres/gpu=8``; empty when nothing); {} when Slurm does not answer."""
+    r = ask(["scontrol", "show", "node", "-o", ",".join(nodes)], timeout=30)
+    out = {}
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        f = scontrol_fields(line)
+        if f.get("NodeName"):
+            out[f["NodeName"]] = (f.get("State", ""), f.get("AllocTRES", ""))
+    return out
+
+
+def partition_nodes(partition: str) -> list[dict[str, str]]:
+    """The partition's nodes as configured, whatever their state (``sinfo -N -p``): name,
+    state, cpus, memory (MiB), gres, reason; [] when Slurm does not answer."""
+    keys = ("name", "state", "cpus", "memory", "gres", "reason")
+    r = ask(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T|%c|%m|%G|%E"], timeout=30)
+    return [dict(zip(keys, (line.split("|", 5) + [""] * 6)[:6], strict=True))
+            for line in (r.stdout.splitlines() if r.returncode == 0 else []) if line.strip()]
 
 
 def node_details(*, env: Mapping[str, str] | None = None) -> list[dict[str, str]]:

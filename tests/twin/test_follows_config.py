@@ -38,6 +38,23 @@ def test_submit_refuses_more_nodes_than_the_partition_has_in_one_line(twin, tmp_
     assert not (tmp_path / "jobs").exists() or not list((tmp_path / "jobs").glob("*/job.sh"))
 
 
+def test_submit_waits_for_a_node_that_is_only_down_and_says_so(twin, tmp_path):
+    # sbatch --test-only leaves a down node out and answers as for an impossible job
+    env = {**twin.env, "PCTK_JOBS_DIR": str(tmp_path / "jobs")}
+    twin.cmd("scontrol", "update", "NodeName=gpu-st-p5-4", "State=DOWN", "Reason=maintenance")
+    try:
+        r = _pctk(env, "submit", "-q", "gpu", "-N", "4", "--json", "--", "true")
+        assert r.returncode == 0, r.stderr
+        sub = json.loads(r.stdout)
+        twin.cmd("scancel", *sub["job_ids"])
+        assert "gpu-st-p5-4 (down: maintenance)" in sub["note"]
+        # what the configuration can never hold is still refused at once
+        r = _pctk(env, "submit", "-q", "gpu", "-N", "4", "--tasks-per-node", "99", "--", "true")
+        assert r.returncode == 2 and "can never run" in r.stderr, r.stderr
+    finally:
+        twin.cmd("scontrol", "update", "NodeName=gpu-st-p5-4", "State=RESUME")
+
+
 def test_cluster_executor_refuses_what_the_partition_can_never_run(twin, tmp_path):
     ex = ClusterExecutor(tmp_path / "ex", queue="cpu", nodes=5, timeout_min=5)
     before = _queued(twin)

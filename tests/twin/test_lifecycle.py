@@ -86,17 +86,34 @@ def test_up_is_idempotent_recovers_from_a_crash_and_down_leaves_nothing():
         first = twin.up("p5-training", nodes=1)
         pids = {d["pid"] for d in first.daemons}
 
-        # a crash: slurmctld dies; the next up stops the rest and starts afresh
+        # a crash: slurmctld dies; the next up starts it again, and only it (killed this soon,
+        # it had not saved the static node's registration: that node's slurmd starts again)
         ctld = next(d for d in first.daemons if d["name"] == "slurmctld")
         os.kill(ctld["pid"], signal.SIGKILL)
         time.sleep(0.5)
         assert not twin.is_running()
         recovered = twin.up("p5-training", nodes=1)
         assert recovered.running
+        kept = {d["name"]: d["pid"] for d in recovered.daemons}
+        assert {n: p for n, p in kept.items() if n in ("munged", "mariadbd", "slurmdbd")} == {
+            d["name"]: d["pid"] for d in first.daemons if d["name"] in ("munged", "mariadbd",
+                                                                        "slurmdbd")}
+        assert kept["slurmctld"] != ctld["pid"]
+        assert {n["name"]: n["state"] for n in recovered.nodes} == {
+            "gpu-st-p5-1": "idle", "cpu-dy-c5-1": "idle~"}
+
+        # munged dies too: the whole twin starts afresh
+        for name in ("slurmctld", "munged"):
+            os.kill(kept[name], signal.SIGKILL)
+        time.sleep(0.5)
+        pids = set(kept.values())
+        recovered = twin.up("p5-training", nodes=1)
+        assert recovered.running
         assert not pids & {d["pid"] for d in recovered.daemons}
         assert {n["name"]: n["state"] for n in recovered.nodes} == {
             "gpu-st-p5-1": "idle", "cpu-dy-c5-1": "idle~"}
-        survivors = [p for p in pids if p != ctld["pid"] and Path(f"/proc/{p}").exists()
+        survivors = [p for p in pids if p not in (kept["slurmctld"], kept["munged"])
+                     and Path(f"/proc/{p}").exists()
                      and procs.start_ticks(p) > 0]
         assert not [p for p in survivors if p in _processes_mentioning(str(state))]
     finally:

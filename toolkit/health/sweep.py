@@ -184,13 +184,38 @@ def _wait(groups: list[Group], results: Path, timeout: float,
     _, timed_out = slurm.wait_jobs(
         ids, read=read, timeout=timeout, poll=1.0, tick=0.05,
         until=lambda: reported() == expected,
-        on_poll=lambda _s: progress(f"{len(reported())}/{len(expected)} nodes reported"))
+        on_poll=lambda _s: progress(f"{len(reported())}/{len(expected)} nodes reported"
+                                    + _pending_text(reasons)))
     if not timed_out and reported() != expected:
         time.sleep(0.2)  # every job ended: a report written just before the job ended
     if settle:
         slurm.wait_jobs(ids, read=read, poll=0.2,
                         timeout=max(0.0, min(10.0, deadline - time.monotonic())))
     return reasons
+
+
+def _pending_text(reasons: dict[str, tuple[str, str]]) -> str:
+    """``; job 5 PENDING (Resources)`` for the jobs Slurm has not started yet."""
+    waiting = [f"job {j} {st} ({why or 'no reason given'})"
+               for j, (st, why) in sorted(reasons.items()) if st == "PENDING"]
+    return "; " + ", ".join(waiting) if waiting else ""
+
+
+def _note_never_started(result: SweepResult, groups: list[Group],
+                        states: dict[str, tuple[str, str]], timeout: float) -> None:
+    """A job still pending at the timeout: Slurm's reason and what holds its nodes."""
+    for g in groups:
+        state, why = states.get(g.job_id or "", ("", ""))
+        if state != "PENDING":
+            continue
+        held = slurm.node_allocations(g.nodes)
+        nodes = ", ".join(
+            f"{n} {held[n][0].lower()}" + (f" with {held[n][1]} allocated" if held[n][1]
+                                           else "")
+            for n in g.nodes if n in held)
+        result.notes.append(
+            f"job {g.job_id} waited the whole {timeout:g} s and never started: Slurm kept it "
+            f"PENDING ({why or 'no reason given'})" + (f"; its nodes: {nodes}" if nodes else ""))
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:
@@ -348,6 +373,7 @@ def run_sweep(opts: SweepOptions) -> SweepResult:
                 result.instance_types[n.name] = report.get("instance_type") or itypes[n.name]
         result.nodes[n.name] = {"node": node_check.to_json(), **checks}
     _note_no_reports(result, groups)
+    _note_never_started(result, groups, states, timeout)
 
     try:
         _act(result, selected, old_reasons, opts.drain)

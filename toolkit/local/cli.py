@@ -44,8 +44,12 @@ ClusterOpt = typer.Option(
 
 def _status_table(st: TwinStatus, console: Console) -> None:
     head = st.state
-    if st.dead_daemons:
-        head += f" ({', '.join(st.dead_daemons)} down)"
+    dead = [d for d in st.dead_daemons if d not in st.missing]
+    said = ([f"{', '.join(dead)} down"] if dead else []) + (
+        [f"{', '.join(st.missing)} never started"] if st.state == "degraded" and st.missing
+        else [])
+    if said:
+        head += f" ({'; '.join(said)})"
     console.print(f"[bold]twin[/] {st.cluster or '-'}: [bold]{head}[/]  "
                   f"(config {st.config or '-'}, state {st.state_dir}, "
                   f"accounting {'on' if st.accounting else 'off'})")
@@ -226,8 +230,9 @@ def status(state_dir: Path = StateDir, cluster: str = ClusterOpt,
            json_out: bool = JsonOption) -> None:
     """Show the twin's daemons, partitions and nodes.
 
-    Exit 0 when every daemon runs, 1 when some died (degraded: `pctk local up` restarts the
-    twin), 3 when it is stopped.
+    Exit 0 when every daemon runs (slurmctld and every static node's slurmd among them), 1
+    when some died or never started (degraded: `pctk local up` restarts the twin), 3 when it
+    is stopped.
     """
     st = clusters.select(state_dir, cluster).status()
     if json_out:

@@ -2,7 +2,9 @@
 
 Each cluster keeps its own StateSaveLocation, MariaDB and accounting history. One twin runs at
 a time: ``up`` of another config stops the running one (its state stays) and starts or resumes
-the other. ``status``/``env``/``down`` mean the running twin unless a cluster is named.
+the other; one ``up`` at a time per root (:func:`toolkit.local.state.up_lock`), so two at the
+same moment never leave two twins running. ``status``/``env``/``down`` mean the running twin
+unless a cluster is named.
 A state folder from before this layout (``twin.json`` in the root itself) still counts.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolkit.local import precheck, state
+from toolkit.local import precheck, state, stopsignals
 from toolkit.local.twin import Progress, Twin, TwinStatus
 from toolkit.paths import resolve_config, twin_dir
 
@@ -56,18 +58,20 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
     if errors and not force:
         raise precheck.refusal(cfg, errors)
     name = state.cluster_of(cfg)
-    twins = known(base)
-    target = twins.get(name) or Twin(base / name, root=base)
-    for other_name, other in running(base).items():
-        if other_name == name:
-            continue
-        progress(f"stopping the twin of cluster {other_name} (state and accounting kept in "
-                 f"{other.state_dir}; `pctk local up --cluster {other_name}` resumes it)")
-        other.down(progress=progress)
-    extra = {} if boot_delay is None else {"boot_delay": boot_delay}
-    # a forced start: the twin checks again to say so and keep it in its notes
-    return target.up(cfg, nodes=nodes, accounting=accounting, progress=progress, force=force,
-                     check=bool(errors), **extra)
+    # SIGTERM/SIGHUP while waiting for the lock or stopping another twin end `up` cleanly too
+    with stopsignals.as_exceptions(), state.up_lock(base, progress):
+        twins = known(base)
+        target = twins.get(name) or Twin(base / name, root=base)
+        for other_name, other in running(base).items():
+            if other_name == name:
+                continue
+            progress(f"stopping the twin of cluster {other_name} (state and accounting kept "
+                     f"in {other.state_dir}; `pctk local up --cluster {other_name}` resumes it)")
+            other.down(progress=progress)
+        extra = {} if boot_delay is None else {"boot_delay": boot_delay}
+        # a forced start: the twin checks again to say so and keep it in its notes
+        return target.up(cfg, nodes=nodes, accounting=accounting, progress=progress,
+                         force=force, check=bool(errors), **extra)
 
 
 def config_of(twin: Twin) -> str | None:

@@ -5,6 +5,15 @@ name (see :func:`toolkit.local.plan.node_host`). The block is fenced by markers 
 the twin's state folder, so twins never touch each other's lines; it is written before the
 slurmd start and removed by ``down``. Not root: the file cannot be written, names do not
 resolve, and ``MASTER_ADDR=127.0.0.1`` still works.
+
+Twins in other state folders keep the same ParallelCluster node names (``gpu-st-p5-1``) at
+other addresses, and ``/etc/hosts`` answers with the first block that names one. So the
+twin also writes its own hosts file, ``etc/hosts`` in its state folder (this host's lines
+without any twin's block, then its own), named by ``PCTK_TWIN_HOSTS`` in each slurmd's and
+each task's environment; the twin's ``LD_PRELOAD`` library (:mod:`toolkit.local.nodeaddr`)
+answers getaddrinfo and gethostbyname* for the names in it, so a twin's jobs resolve their
+node names to their own twin's nodes. (A mount namespace with that file over ``/etc/hosts``
+would hide every mount made after the slurmd started.)
 """
 
 from __future__ import annotations
@@ -50,8 +59,36 @@ def strip_block(state_dir: Path, lines: list[str]) -> list[str]:
     return out
 
 
+def twin_file(state_dir: Path) -> Path:
+    """The twin's own hosts file, bind-mounted over /etc/hosts for its slurmd and jobs."""
+    return state_dir / "etc" / "hosts"
+
+
+def without_blocks(lines: list[str]) -> list[str]:
+    """This host's own lines: every twin's block left out."""
+    out, skipping = [], False
+    for line in lines:
+        if line.startswith("# BEGIN pctk twin "):
+            skipping = True
+        elif line.startswith("# END pctk twin ") and skipping:
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    return out
+
+
 def add_block(state_dir: Path, nodes: Iterable[TwinNode]) -> None:
     lines = block(state_dir, nodes)
+    try:
+        host_lines = HOSTS_FILE.read_text().splitlines()
+    except OSError:
+        host_lines = ["127.0.0.1 localhost"]
+    own = twin_file(state_dir)
+    own.parent.mkdir(parents=True, exist_ok=True)
+    tmp = own.with_name(own.name + ".tmp")
+    tmp.write_text("\n".join(without_blocks(host_lines) + lines) + "\n")
+    os.chmod(tmp, 0o644)  # read by every job of the twin, whoever runs it
+    tmp.replace(own)
     _edit(lambda old: strip_block(state_dir, old) + lines)
 
 

@@ -8,6 +8,11 @@ binds each unbound IPv4 socket that connects to 127.0.0.0/8 to ``$PCTK_NODE_ADDR
 as a socket on a real node starts from that node's address. It is set in each slurmd's
 environment (slurmstepd inherits it) and exported to every task by the twin's TaskProlog.
 Built at ``pctk local up`` with the system C compiler; without one, nodes share 127.0.0.1.
+
+It also answers name lookups (getaddrinfo, gethostbyname, gethostbyname2 and their ``_r``
+forms) for the names in ``$PCTK_TWIN_HOSTS``, the twin's own hosts file: twins in other
+state folders have the same node names at other addresses in ``/etc/hosts``, and a job must
+reach its own twin's nodes (see :mod:`toolkit.local.hosts`). Other names go to libc as usual.
 """
 
 from __future__ import annotations
@@ -23,8 +28,12 @@ SOURCE = r"""
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 int connect(int fd, const struct sockaddr *addr, socklen_t len) {
@@ -47,6 +56,86 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len) {
         }
     }
     return real(fd, addr, len);
+}
+
+/* the address of NAME in $PCTK_TWIN_HOSTS (a hosts file), into OUT; 0 when not listed */
+static int twin_address(const char *name, char *out, size_t outlen) {
+    const char *path = getenv("PCTK_TWIN_HOSTS");
+    if (!path || !*path || !name || !*name)
+        return 0;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *save = NULL;
+        char *addr = strtok_r(line, " \t\r\n", &save);
+        char *tok;
+        while (addr && (tok = strtok_r(NULL, " \t\r\n", &save))) {
+            if (strcasecmp(tok, name) == 0 && strlen(addr) < outlen) {
+                strcpy(out, addr);
+                found = 1;
+                break;
+            }
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+#define NEXT(name) static __typeof__(name) *real; if (!real) real = dlsym(RTLD_NEXT, #name)
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                struct addrinfo **res) {
+    NEXT(getaddrinfo);
+    char addr[INET6_ADDRSTRLEN];
+    return real(twin_address(node, addr, sizeof addr) ? addr : node, service, hints, res);
+}
+
+/* the entry of a name found in the twin's file keeps that name as its h_name */
+static struct hostent *named(struct hostent *h, const char *name) {
+    static __thread char copy[256];
+    if (h && strlen(name) < sizeof copy) {
+        strcpy(copy, name);
+        h->h_name = copy;
+    }
+    return h;
+}
+
+struct hostent *gethostbyname(const char *name) {
+    NEXT(gethostbyname);
+    char addr[INET6_ADDRSTRLEN];
+    if (twin_address(name, addr, sizeof addr))
+        return named(real(addr), name);
+    return real(name);
+}
+
+struct hostent *gethostbyname2(const char *name, int af) {
+    NEXT(gethostbyname2);
+    char addr[INET6_ADDRSTRLEN];
+    if (twin_address(name, addr, sizeof addr))
+        return named(real(addr, af), name);
+    return real(name, af);
+}
+
+int gethostbyname_r(const char *name, struct hostent *ret, char *buf, size_t buflen,
+                    struct hostent **result, int *h_errnop) {
+    NEXT(gethostbyname_r);
+    char addr[INET6_ADDRSTRLEN];
+    return real(twin_address(name, addr, sizeof addr) ? addr : name, ret, buf, buflen, result,
+                h_errnop);
+}
+
+int gethostbyname2_r(const char *name, int af, struct hostent *ret, char *buf, size_t buflen,
+                     struct hostent **result, int *h_errnop) {
+    NEXT(gethostbyname2_r);
+    char addr[INET6_ADDRSTRLEN];
+    return real(twin_address(name, addr, sizeof addr) ? addr : name, af, ret, buf, buflen,
+                result, h_errnop);
 }
 """
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.fsutil import atomic_write_json, atomic_write_text
-from toolkit.local import faultfile, nodeaddr, procs
+from toolkit.local import faultfile, hosts, nodeaddr, procs
 from toolkit.local.plan import node_host
 from toolkit.paths import code_root
 
@@ -148,8 +148,10 @@ def start_slurmd(state_dir: Path, node: str, env: dict[str, str], slurm_conf: Pa
         # plan.node_host), and its own source address (see nodeaddr.py)
         argv = ["unshare", "--uts", "sh", "-c", f'hostname {node_host(addr)} && exec "$@"',
                 "sh", *argv]
+        # and node names resolved in the twin's own hosts file (nodeaddr.py, hosts.py)
         env = {**env, "PCTK_NODE_ADDR": addr,
-               "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib"))}
+               "LD_PRELOAD": str(nodeaddr.build(state_dir / "lib")),
+               "PCTK_TWIN_HOSTS": str(hosts.twin_file(state_dir))}
     p = procs.spawn(f"slurmd:{node}", argv, state_dir / "log" / f"slurmd-{node}.out", env,
                     state_dir)
     faultfile.follow_new_slurmd(state_dir, node, p.pid)  # an active slow-cpu fault stays

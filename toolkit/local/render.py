@@ -238,4 +238,6 @@ def render_task_prolog(plan: TwinPlan, library: str) -> str:
     lines += [f"  {n.name}) echo export PCTK_NODE_ADDR={n.addr} ;;" for n in plan.nodes
               if n.addr != "127.0.0.1"]
     lines += ["  *) exit 0 ;;", "esac", f"echo export LD_PRELOAD={shlex.quote(library)}", ""]
+    # the library also resolves node names in this twin's own hosts file (hosts.py)
+    lines.insert(len(lines) - 1, f"echo export PCTK_TWIN_HOSTS={shlex.quote(f'{plan.etc}/hosts')}")
     return "\n".join(lines)

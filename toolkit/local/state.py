@@ -19,7 +19,7 @@ import fcntl
 import json
 import os
 import pwd
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,6 +216,28 @@ def not_yours(folder: Path) -> PctkError:
     return PctkError(f"permission denied: {folder} belongs to {owner}", hint)
 
 
+@contextlib.contextmanager
+def up_lock(root: Path, progress: Callable[[str], None]) -> Iterator[None]:
+    """One ``pctk local up`` at a time per twin root, held across the whole ``up``.
+
+    ``up`` of one cluster stops another cluster's running twin first; two at the same moment
+    would each find the other not yet running and start two twins in one root. A second
+    ``up`` waits for the first (then finds its twin running, and stops or keeps it as ``up``
+    does). A file of its own: the root may itself be one twin's folder (its ``.lock``).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".up.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another `pctk local up` in {root}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 # --------------------------------------------------------------------- its processes
 def live_procs(state_dir: Path, state: TwinState | None) -> list[procs.Proc]:
     """What `up` started, with each node's slurmd as the power programs last recorded it
@@ -237,6 +259,22 @@ def live_procs(state_dir: Path, state: TwinState | None) -> list[procs.Proc]:
         if p.name.startswith("slurmd:") and p.name.split(":", 1)[1] not in seen:
             out.append(p)  # a powered-up dynamic node
     return out
+
+
+def expected_daemons(state: TwinState) -> list[str]:
+    """Every daemon a running twin has: munged, MariaDB and slurmdbd (with accounting),
+    slurmctld, and a slurmd per static node (dynamic ones run only while powered up)."""
+    return (["munged"] + (["mariadbd", "slurmdbd"] if state.accounting else [])
+            + ["slurmctld"] + [f"slurmd:{n}" for n in state.nodes if "-st-" in n])
+
+
+def missing_daemons(state: TwinState | None) -> list[str]:
+    """Daemons a twin with processes recorded never started (an ``up`` that was killed
+    half-way, before its controller or its nodes); empty for a stopped twin."""
+    if not state or not state.procs:
+        return []
+    started = {p.name for p in state.procs}
+    return [name for name in expected_daemons(state) if name not in started]
 
 
 def any_daemon_up(state_dir: Path) -> bool:

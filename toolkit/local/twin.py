@@ -13,6 +13,7 @@ are run through :mod:`toolkit.slurm`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -38,6 +39,7 @@ from toolkit.local import (
     procs,
     stack,
     state,
+    stopsignals,
 )
 from toolkit.local.plan import (
     Ports,
@@ -81,6 +83,8 @@ class TwinStatus:
     partitions: list[str]
     accounting: bool
     notes: list[str] = dataclasses.field(default_factory=list)  # what `up` capped or skipped
+    # daemons a running twin has that were never started (an `up` killed half-way)
+    missing: list[str] = dataclasses.field(default_factory=list)
     mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # the power programs' latest steps (power-up, slurmd started, power-down, capacity faults)
     power_events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -96,16 +100,17 @@ class TwinStatus:
 
     @property
     def dead_daemons(self) -> list[str]:
-        """Daemons that died while others still run (empty unless degraded)."""
+        """Daemons that died or never started while others run (empty unless degraded)."""
         if self.state != "degraded":
             return []
-        return [d["name"] for d in self.daemons if not d["running"]]
+        return [d["name"] for d in self.daemons if not d["running"]] + self.missing
 
     def to_json(self) -> dict[str, Any]:
         return {
             "state_dir": str(self.state_dir),
             "state": self.state,
             "dead_daemons": self.dead_daemons,
+            "missing": self.missing,
             "running": self.running,
             "config": self.config,
             "cluster": self.cluster,
@@ -192,8 +197,10 @@ class Twin:
         return state.any_daemon_up(self.state_dir)
 
     def is_running(self) -> bool:
-        ps = self._procs(self._load_state())
-        return bool(ps) and all(procs.is_running(p) for p in ps)
+        st = self._load_state()
+        ps = self._procs(st)
+        return (bool(ps) and not state.missing_daemons(st)
+                and all(procs.is_running(p) for p in ps))
 
     # ---------------------------------------------------------------- up
     def up(
@@ -233,11 +240,12 @@ class Twin:
                 f"state folder path is too long for UNIX sockets: {self.state_dir}",
                 "use a shorter --state-dir or PCTK_TWIN_DIR",
             )
-        with state.lock(self.state_dir):
+        with stopsignals.as_exceptions(), state.lock(self.state_dir):
             st = self._load_state()
             self._refuse_other_cluster(st, slurm_cluster_name(topo.name))
             old = self._procs(st)
-            if st and old and all(procs.is_running(p) for p in old):
+            if st and old and not state.missing_daemons(st) \
+                    and all(procs.is_running(p) for p in old):
                 same = (st.config_sha256 == cfg_hash and st.nodes_per_resource == nodes
                         and st.accounting == accounting)
                 if same:
@@ -248,6 +256,14 @@ class Twin:
                          "(state and accounting kept)")
                 self._cancel_all_jobs()
             elif old:
+                if st is not None and self._restartable_in_place(st, old, cfg_hash, nodes,
+                                                                  accounting):
+                    try:
+                        return self._restart_in_place(topo, st, old, progress, timeout)
+                    except PctkError as exc:
+                        progress(f"restarting in place failed ({exc}); restarting the twin")
+                        st = self._load_state() or st
+                        old = self._procs(st)
                 progress("recovering from a previous run that did not stop cleanly")
             if old:
                 if st is not None:
@@ -262,6 +278,74 @@ class Twin:
             with port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
                                             drains, progress, timeout, boot_delay, notes)
+
+    def _restartable_in_place(self, st: TwinState, old: list[procs.Proc], cfg_hash: str,
+                              nodes: int | None, accounting: bool) -> bool:
+        """Only slurmctld and/or slurmd died, with the config unchanged: restart just those.
+
+        A head node whose slurmctld crashed keeps its slurmd and their jobs running; the
+        controller recovers its jobs, nodes and drains from StateSaveLocation when it starts
+        again (no -c). The twin does the same instead of stopping every daemon, starting
+        every slurmd afresh and discarding the saved node state under the recovered jobs.
+        """
+        dead = [p for p in old if not procs.is_running(p)]
+        return (bool(dead) and not state.missing_daemons(st)
+                and st.config_sha256 == cfg_hash and st.nodes_per_resource == nodes
+                and st.accounting == accounting and st.ports is not None
+                and all(p.name == "slurmctld" or p.name.startswith("slurmd:") for p in dead)
+                and (procs.is_running(next(p for p in old if p.name == "slurmctld"))
+                     or port_free(st.ports.slurmctld)))
+
+    def _restart_in_place(self, topo: ClusterTopology, st: TwinState, old: list[procs.Proc],
+                          progress: Progress, timeout: float) -> TwinStatus:
+        """Start the dead slurmctld and slurmd again on the files, state and ports they had."""
+        s = self.state_dir
+        env, cmd_env = self._daemon_env(), self._cmd_env()
+        ctld_log = s / "ctld" / "slurmctld.log"
+        dead = [p for p in old if not procs.is_running(p)]
+        assert st.ports is not None
+        plan = build_plan(topo, s, st.ports, nodes_per_resource=st.nodes_per_resource,
+                          accounting=st.accounting)
+
+        def replace(new: procs.Proc) -> None:
+            st.procs = [new if p.name == new.name else p for p in st.procs]
+            state.save(s, st)
+
+        if any(p.name == "slurmctld" for p in dead):
+            progress("slurmctld is down: starting it again (running jobs, nodes and saved "
+                     "state kept)")
+            with stopsignals.deferred():
+                ctld = procs.spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.slurm_conf)],
+                                   s / "log" / "slurmctld.out", env, s)
+                replace(ctld)
+            self._wait(lambda: slurm.ping(env=cmd_env), "slurmctld", ctld, timeout,
+                       str(ctld_log))
+        by_name = {n.name: n for n in plan.nodes}
+        restart = [p.name.split(":", 1)[1] for p in dead if p.name.startswith("slurmd:")]
+        # a controller killed before it saved a static node's registration recovers it as
+        # powered down (idle~); its slurmd registers only when it starts, so start it again
+        # (a powered-down node runs no job)
+        states = self._node_states()
+        asleep = [n.name for n in plan.nodes if n.static and n.name not in restart
+                  and states.get(n.name, "").endswith("~")]
+        for node in asleep:
+            power.stop_slurmd(s, node)
+        for node in [*restart, *asleep]:
+            if node not in by_name:
+                continue
+            progress(f"slurmd of {node} is down: starting it again" if node in restart
+                     else f"{node} was recovered powered down: starting its slurmd again")
+            with stopsignals.deferred():
+                replace(power.start_slurmd(s, node, env, plan.slurm_conf))
+        running = {p.name: p for p in self._procs(st)}
+        slurmds = [(n, running[f"slurmd:{n.name}"]) for n in plan.nodes
+                   if f"slurmd:{n.name}" in running]
+        progress("waiting for nodes to be idle")
+        self._wait_nodes_ready(plan, slurmds, st.drains, timeout, ctld_log)
+        if st.accounting:
+            self._wait(lambda: slurm.sacct_answers(env=cmd_env), "sacct", None, timeout,
+                       str(s / "dbd" / "slurmdbd.log"))
+        return self.status()
 
     def _refuse_other_cluster(self, st: TwinState | None, cluster: str) -> None:
         """One state folder holds one cluster: slurmctld refuses another's StateSaveLocation."""
@@ -304,7 +388,10 @@ class Twin:
         try:
             self._start_all(plan, remember, progress, timeout, drains, boot_delay)
         except BaseException:
-            progress("start failed: stopping what was started")
+            # Ctrl-C, SIGTERM or SIGHUP (toolkit.local.stopsignals) too; a closed terminal
+            # must not keep the daemons from being stopped
+            with contextlib.suppress(Exception):
+                progress("start failed: stopping what was started")
             procs.stop(power.recorded(self.state_dir))
             procs.stop(record.procs)
             power.forget_all(self.state_dir)
@@ -372,8 +459,9 @@ class Twin:
             if d.before:
                 d.before()
             progress(f"starting {d.title or d.name}")
-            p = procs.spawn(d.name, d.argv, s / "log" / f"{d.name}.out", env, s)
-            remember(p)
+            with stopsignals.deferred():  # its pid recorded before a signal stops up
+                p = procs.spawn(d.name, d.argv, s / "log" / f"{d.name}.out", env, s)
+                remember(p)
             self._wait(d.ready, d.name, p, d.timeout, str(d.log))
 
         hosts.add_block(s, plan.nodes)
@@ -382,8 +470,9 @@ class Twin:
                  f"{len(plan.nodes) - len(static)} dynamic nodes are powered down)")
         slurmds = []
         for n in static:
-            p = power.start_slurmd(s, n.name, env, plan.slurm_conf)
-            remember(p)
+            with stopsignals.deferred():
+                p = power.start_slurmd(s, n.name, env, plan.slurm_conf)
+                remember(p)
             slurmds.append((n, p))
 
         progress("waiting for nodes to be idle")
@@ -583,7 +672,8 @@ class Twin:
             {"name": p.name, "pid": p.pid, "running": procs.is_running(p), "log": p.log}
             for p in ps
         ]
-        running = bool(ps) and all(d["running"] for d in daemons)
+        missing = state.missing_daemons(st)
+        running = bool(ps) and not missing and all(d["running"] for d in daemons)
         ctld_up = any(d["name"] == "slurmctld" and d["running"] for d in daemons)
         nodes = slurm.node_details(env=self._cmd_env()) if ctld_up else []
         return TwinStatus(
@@ -596,6 +686,7 @@ class Twin:
             partitions=list(st.partitions) if st else [],
             accounting=st.accounting if st else False,
             notes=[n for n in st.notes if n.startswith(SHOWN_NOTES)] if st else [],
+            missing=missing,
             mounts=list(st.mounts) if st else [],
             power_events=power.events(self.state_dir, limit=10) if st else [],
             faults=_faults(self.state_dir),

@@ -91,6 +91,8 @@ def submit(
     if not json_out:
         print(f"submitted {' '.join(sub.job_ids)} ({describe_shape(job, sub)}) to {qname}; "
               f"logs in {sub.folder}")
+    if sub.note and not json_out:
+        print(f"pctk: {sub.note}", file=sys.stderr)
     if wait:
         try:
             states = wait_for(sub.task_ids, poll_s=2, show=not json_out)

@@ -60,10 +60,11 @@ class Submitted:
     task_ids: list[str]  # what to watch: "123" or "123_4"
     folder: Path
     script: Path
+    note: str | None = None  # the nodes it may wait for (down, drained, not responding)
 
     def to_json(self) -> dict[str, object]:
         return {"job_ids": self.job_ids, "tasks": len(self.task_ids), "folder": str(self.folder),
-                "script": str(self.script)}
+                "script": str(self.script), **({"note": self.note} if self.note else {})}
 
 
 def parse_array(spec: str) -> tuple[list[int], int | None]:
@@ -152,7 +153,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
         raise PctkError("no command given", "put it after --, e.g. pctk submit -- python train.py")
     folder = folder or jobs_dir() / uuid.uuid4().hex[:12]
     spec = job_spec(job, folder)
-    check_satisfiable(sbatch_options(spec), job.queue)
+    note = check_satisfiable(sbatch_options(spec), job.queue)
     # private: scripts, job.json and the logs Slurm writes into it are the owner's alone
     # (mode 0700 less the umask; the job's own umask, and so its programs' files, unchanged)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -177,7 +178,7 @@ def submit_command(job: CommandJob, *, max_array: int = 1001, folder: Path | Non
         job_id = slurm.sbatch(argv, hint="check --queue, --nodes, --gpus-per-node and --time")
         job_ids.append(job_id)
         tasks += [f"{job_id}_{i}" for i in idx] if chunks else [job_id]
-    sub = Submitted(job_ids, tasks, folder, script_path)
+    sub = Submitted(job_ids, tasks, folder, script_path, note)
     meta = {"job_ids": job_ids, "argv": job.argv, "queue": job.queue, "nodes": job.nodes,
             "array": job.array, "folder": str(folder), "name": job.name}
     atomic_write_json(folder / "job.json", meta)

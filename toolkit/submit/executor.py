@@ -23,6 +23,7 @@ import os
 import shlex
 import typing as tp
 import uuid
+import warnings
 from pathlib import Path
 
 import cloudpickle
@@ -187,7 +188,9 @@ class ClusterExecutor(SlurmExecutor):
         self, delayed_submissions: list[utils.DelayedSubmission]
     ) -> list[core.Job[tp.Any]]:
         if delayed_submissions:
-            check_satisfiable(self._resource_args(), str(self.parameters["partition"]))
+            note = check_satisfiable(self._resource_args(), str(self.parameters["partition"]))
+            if note:
+                warnings.warn(note, stacklevel=3)  # submitted: it runs once they are back
         jobs = self._submit_delayed(delayed_submissions)
 
         for main in dict.fromkeys(j.job_id.split("_")[0] for j in jobs):
