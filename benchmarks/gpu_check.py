@@ -8,9 +8,12 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
 1. ``env``: nvidia-smi, torch, CUDA and NCCL versions, the exact device names.
 2. ``health``: the NVML GPU checks of ``benchmarks.health`` against the real GPUs.
 3. ``fsdp``: ``benchmarks.gpu_mfu`` (the 1b shape, bf16, eager and torch.compile), MFU printed.
-4. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
+4. ``breakdown``: the 1b shape on one GPU with the step-time breakdown
+   (:mod:`benchmarks.fsdp.breakdown`: CUDA events per part, a communication-free compute
+   reference); the parts must add up to the measured step time within 5% on every rank.
+5. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
    graph), then all_reduce again without graphs, to show the launch cost at small sizes.
-5. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
+6. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
    or uses a built ``all_reduce_perf`` (``NCCL_TESTS_BIN`` or PATH), runs it on the same
    GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
    CUDA graphs (-G), and compares it with the sweep per size at large sizes.
@@ -37,7 +40,7 @@ from typing import Any
 from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("env", "health", "fsdp", "sweep", "nccl_tests")
+STEPS = ("env", "health", "fsdp", "breakdown", "sweep", "nccl_tests")
 GPU_CHECKS = "gpu_devices,gpu_count,gpu_ecc,gpu_remap,gpu_xid,gpu_throttle,gpu_pcie,gpu_memory"
 COMPARE_FROM = 64 << 20  # compare sizes from 64 MiB up: there launch cost is noise
 
@@ -115,6 +118,14 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
             [py, "-m", "benchmarks.gpu_mfu", "--steps", str(a.fsdp_steps),
              "--timing-warmup", str(a.fsdp_warmup), "--out-dir", str(out / "fsdp")],
         ], 240),
+        "breakdown": Step("breakdown", [
+            torchrun(1, "benchmarks.fsdp.train", [
+                "--model", "1b", "--device", "cuda", "--batch-size", "2", "--seq-len", "4096",
+                "--steps", str(a.fsdp_steps), "--timing-warmup", str(a.fsdp_warmup),
+                "--log-every", "5", "--out", str(out / "breakdown.json")]),
+            [py, "-m", "benchmarks.fsdp.breakdown", str(out / "breakdown.json"),
+             "--tolerance", "0.05"],
+        ], 150),
         "sweep": Step("sweep", [
             torchrun(gpus, "benchmarks.collectives", [
                 "--backend", "nccl", "--min-bytes", "1K", "--max-bytes", a.max_bytes,
@@ -271,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'ok  ' if s['ok'] else 'FAIL'} {s['step']:<11} {s['seconds']:>6.1f}s  {s['log']}")
     if "nccl_tests" in a.steps and not any(s.name == "nccl_tests" for s in steps):
         print("skip nccl_tests: no NCCL_TESTS_SRC (with nvcc), NCCL_TESTS_BIN or all_reduce_perf")
-    for name in ("fsdp.log", "health.log"):
+    for name in ("fsdp.log", "breakdown.log", "health.log"):
         path = a.out_dir / name
         if path.is_file():
             print(f"--- {name} (tail)\n" + "\n".join(path.read_text().splitlines()[-12:]))

@@ -24,15 +24,18 @@ On a GPU, ``fwd_bwd``, ``optimizer`` and ``sync`` (and ``compute``) come from CU
 the current stream; ``data``, ``checkpoint`` and ``step`` from the host's wall clock. On a CPU
 every part is a wall clock (``time.perf_counter``).
 
-The link probe: each rank in turn receives ``--link-probe-mb`` from its ring neighbour while
-the others wait (point to point over the training mesh); the receiver's GB/s, best of three.
-A slow link to one node shows as that node's low figure; collectives only show that *some*
-link is slow.
+The link probe: each rank in turn receives ``--link-probe-mb`` from each of its two ring
+neighbours while the others wait (point to point over the training mesh); a rank's figure is
+its slower neighbour's GB/s, each the best of three tries. A slow link into one node shows as
+that node's low figure; collectives only show that *some* link is slow.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -166,7 +169,8 @@ def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
 
 
 def link_probe(nbytes: int, mesh: Any, device: torch.device) -> tuple[float | None, str | None]:
-    """This rank's best receive GB/s from its ring neighbour, or (None, why not).
+    """This rank's slowest incoming GB/s from its two ring neighbours (each the best of
+    :data:`PROBE_REPEATS`), or (None, why not).
 
     Collective across the mesh: every rank must call it with the same arguments."""
     world = dist.get_world_size()
@@ -179,20 +183,61 @@ def link_probe(nbytes: int, mesh: Any, device: torch.device) -> tuple[float | No
     group = mesh.get_group(0)
     rank = dist.get_rank()
     buf = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=device)
-    best: float | None = None
+    best: dict[int, float] = {}  # source rank -> best GB/s received from it
     for _ in range(PROBE_REPEATS):
-        for src in range(world):
-            dst = (src + 1) % world
-            dist.barrier(group=group)
-            if rank == src:
-                dist.send(buf, dst, group=group)
-            elif rank == dst:
-                start = time.perf_counter()
-                dist.recv(buf, src, group=group)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                seconds = time.perf_counter() - start
-                rate = buf.numel() * 4 / 1e9 / seconds if seconds > 0 else 0.0
-                best = rate if best is None else max(best, rate)
+        for shift in sorted({1, world - 1}):
+            for src in range(world):
+                dst = (src + shift) % world
+                dist.barrier(group=group)
+                if rank == src:
+                    dist.send(buf, dst, group=group)
+                elif rank == dst:
+                    start = time.perf_counter()
+                    dist.recv(buf, src, group=group)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+                    seconds = time.perf_counter() - start
+                    rate = buf.numel() * 4 / 1e9 / seconds if seconds > 0 else 0.0
+                    best[src] = max(rate, best.get(src, 0.0))
     dist.barrier(group=group)
-    return best, None
+    return (min(best.values()) if best else None), None
+
+
+def adds_up(rec: dict[str, Any], tolerance: float) -> tuple[bool, list[str]]:
+    """Whether every rank's parts add up to its measured step within ``tolerance``."""
+    b = (rec.get("metrics") or {}).get("breakdown") or {}
+    rows = b.get("per_rank") or []
+    if not rows or not b.get("timed_steps"):
+        return False, ["no breakdown in the record (no timed step?)"]
+    ok, lines = True, [f"clock: {b.get('clock')}; {b.get('timed_steps')} timed steps"]
+    for r in rows:
+        total = sum(r[p] for p in PARTS)
+        off = abs(total - r["step"]) / r["step"] if r["step"] > 0 else float("inf")
+        ok = ok and off <= tolerance
+        lines.append(f"rank {r['rank']}: step {r['step'] * 1000:.1f} ms, parts "
+                     + " + ".join(f"{p} {r[p] * 1000:.1f}" for p in PARTS)
+                     + f" = {total * 1000:.1f} ms ({off:.1%} off; limit {tolerance:.0%})")
+    return ok, lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.fsdp.breakdown RECORD [--tolerance 0.05]``: 0 when the parts
+    add up to the step on every rank, 1 when not, 2 for an unreadable record."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.fsdp.breakdown",
+                                description="Check that a record's step-time parts add up.")
+    p.add_argument("record")
+    p.add_argument("--tolerance", type=float, default=0.05)
+    a = p.parse_args(argv)
+    try:
+        rec = json.loads(open(a.record).read())
+    except (OSError, ValueError) as exc:
+        print(f"error: {a.record}: {exc}", file=sys.stderr)
+        return 2
+    ok, lines = adds_up(rec, a.tolerance)
+    print("\n".join(lines))
+    print("breakdown adds up" if ok else "breakdown does NOT add up")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -146,8 +146,8 @@ class TrainConfig:
         2, "Forward+backward passes without communication after training, timed as the "
         "step's compute part (0: off; they hold the whole model gathered on every rank).")
     link_probe_mb: float = setting(
-        4.0, "MB each rank receives from its ring neighbour after training, timed per rank "
-        "(0: off).")
+        4.0, "MB each rank receives from each ring neighbour after training, timed per "
+        "rank (0: off).")
 
     @property
     def parallel(self) -> ParallelConfig:

@@ -269,8 +269,8 @@ def _breakdown(cfg: TrainConfig, parts: breakdown.StepParts, clock: breakdown.Ph
                      "not measured (--breakdown-ref-steps 0, or the gathered model would not "
                      "fit in device memory): counted as fwd_bwd, so exposed_comm is 0"},
         "link_probe": {"bytes": int(cfg.link_probe_mb * 1e6), "repeats": breakdown.PROBE_REPEATS,
-                       "note": probe_note or "each rank receives from rank-1 (ring) while "
-                       "the others wait; best of the repeats"},
+                       "note": probe_note or "each rank receives from both ring neighbours "
+                       "while the others wait; its slower neighbour's best GB/s"},
     }
 
 
@@ -433,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
             status, reasons = verdict(result["metrics"], cfg.steps)
             rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],
                                     status=status, reasons=reasons)
-            rec["cluster"]["nodes"] = rec["cluster"]["nodes"] or env.num_nodes
+            # the nodes of this run: a step of a bigger allocation (pctk bench scaling) has
+            # fewer than SLURM_JOB_NUM_NODES
+            rec["cluster"]["nodes"] = env.num_nodes or rec["cluster"]["nodes"]
             record.write_record(cfg.out, rec)
             log(f"record: {cfg.out} ({status})")
     finally:
