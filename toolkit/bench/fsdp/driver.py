@@ -120,7 +120,9 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int, seq_len: int | N
         launcher=launcher, partition=partition, steps=train.steps, batch_per_gpu=batch_per_gpu,
         seq_len=seq_len or DEFAULT_SEQ_LEN.get(model, 8192), ckpt_every=train.ckpt_every,
         time_limit=time_limit,
-        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS))
+        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS)
+        # the straggler probe only when asked for: the scripts of other runs stay as they were
+        + (to_argv(train, ("probe_matmuls",)) if train.probe_matmuls > 0 else []))
     validate(job)
     return job
 
