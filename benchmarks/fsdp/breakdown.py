@@ -6,8 +6,8 @@ seconds (the record keeps every rank's mean over the timed steps, so the parts a
 - ``fwd_bwd``: forward, loss and backward as trained, FSDP's all-gathers and gradient
   reduce-scatters included;
 - ``compute``: the same forward and backward without any communication, measured after
-  training on ``--breakdown-ref-steps`` extra passes over the last batch with every FSDP
-  module's parameters kept gathered and gradient sync off (FSDP2's
+  training as the median of ``--breakdown-ref-steps`` extra passes over the last batch, with
+  every FSDP module's parameters kept gathered and gradient sync off (FSDP2's
   ``set_reshard_after_forward/backward(False)``, ``set_requires_gradient_sync(False)``); no
   optimizer step follows them, so training is unchanged;
 - ``exposed_comm``: ``fwd_bwd - compute`` (at least 0): the communication the compute did not
@@ -132,7 +132,7 @@ def fits_gathered(n_params: int, device: torch.device) -> bool:
 
 def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
                       passes: int, device: torch.device) -> float | None:
-    """Mean seconds of a forward+backward with no communication (see the module docstring).
+    """Median seconds of a forward+backward with no communication (module docstring).
 
     Collective across the mesh: the first pass gathers every module's parameters once. Leaves
     the model resharded with no gradients."""
@@ -165,7 +165,7 @@ def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
         for m in mods:
             m.set_requires_gradient_sync(True, recurse=False)
             m.set_reshard_after_backward(True, recurse=False)
-    return statistics.fmean(times)
+    return statistics.median(times)  # a busy host's one slow pass does not count
 
 
 def link_probe(nbytes: int, mesh: Any, device: torch.device) -> tuple[float | None, str | None]:

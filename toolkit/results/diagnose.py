@@ -18,8 +18,10 @@ compared to) and what to try. The rules, first match wins:
 4. ``twin-shared-cpu``: a record from pctk's twin with more than one node. Its nodes share
    this machine's CPUs, so compute per rank grows with the node count; that is not a
    performance result, and neither the network nor a node is to blame.
-5. ``interconnect``: exposed communication at least :data:`COMM_SHARE` of the step.
-6. ``overhead``: the loss/grad-norm synchronisation plus what no part accounts for at least
+5. ``interconnect``: exposed communication at least :data:`COMM_SHARE` of the step (with
+   more than one rank: a single rank moves no data).
+6. ``overhead``: the loss/grad-norm synchronisation plus what no part accounts for (plus, for
+   a single rank, its "exposed communication": FSDP's own copies and hooks) at least
    :data:`OVERHEAD_SHARE` of the step (launch latency, jitter, logging).
 7. ``compute``: otherwise; the MFU says whether that compute runs well.
 """
@@ -104,6 +106,10 @@ def transfers_of(rec: dict[str, Any]) -> list[commvolume.Transfer]:
                                 param_bytes=2 if p.get("param_dtype") == "bfloat16" else 4)
 
 
+def _size(gb: float) -> str:
+    return f"{gb:.3g} GB" if gb >= 1 else f"{gb * 1000:.3g} MB"
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -121,7 +127,7 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
         f"step {_ms(step)} (mean over {world} ranks on {nodes} node(s), {b['timed_steps']} "
         f"timed steps, {b.get('clock')}): " + ", ".join(
             f"{part} {share.get(part, 0):.0%}" for part in [*b["parts"], "unaccounted"]),
-        f"FSDP moves {bus_gb:.3g} GB through each rank's link per step (all-gathers + "
+        f"FSDP moves {_size(bus_gb)} through each rank's link per step (all-gathers + "
         "reduce-scatter" + (" + replica all-reduce" if params.get("hsdp") else "") + ")",
     ]
     exposed = mean.get("exposed_comm", 0.0)
@@ -140,6 +146,9 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
     outlier = link_outlier(rec)
     twin = bool(cluster.get("twin"))
     ckpt_share = share.get("checkpoint", 0.0) + share.get("data", 0.0)
+    overhead = share.get("sync", 0.0) + share.get("unaccounted", 0.0)
+    if bus_gb == 0:  # one rank: nothing to communicate, the "exposed" part is overhead
+        overhead += share.get("exposed_comm", 0.0)
 
     if straggler.get("verdict") in ("WARN", "FAIL"):
         bottleneck, node = "straggler", straggler.get("slowest_node")
@@ -180,7 +189,7 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
                   "`pctk local fault slow-net|slow-cpu|slow-storage NODE`"]
         summary = ("the twin's shared CPUs: its nodes share one machine, so this is not a "
                    "performance result and no node or link is to blame")
-    elif share.get("exposed_comm", 0) >= COMM_SHARE:
+    elif share.get("exposed_comm", 0) >= COMM_SHARE and bus_gb > 0:
         bottleneck = "interconnect"
         evidence.insert(0, f"exposed communication is {share['exposed_comm']:.0%} of the step")
         advice = ["HSDP (`--hsdp`: gathers stay inside a node, only a replica all-reduce "
@@ -188,10 +197,13 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
                   "compute more time to hide communication",
                   "compare busbw with `pctk bench nccl` on these nodes"]
         summary = "the interconnect: communication the compute does not hide"
-    elif share.get("sync", 0) + share.get("unaccounted", 0) >= OVERHEAD_SHARE:
+    elif overhead >= OVERHEAD_SHARE:
         bottleneck = "overhead"
         evidence.insert(0, f"synchronisation {share.get('sync', 0):.0%} and unaccounted "
-                        f"{share.get('unaccounted', 0):.0%} of the step")
+                        f"{share.get('unaccounted', 0):.0%} of the step" + (
+                            f"; one rank moves no data, so its exposed_comm "
+                            f"({share.get('exposed_comm', 0):.0%}) is FSDP's own overhead "
+                            "and jitter" if bus_gb == 0 else ""))
         advice = ["more work per step (larger per-GPU batch), fewer log lines; "
                   "torch.compile to cut launch overhead"]
         summary = "overhead: synchronisation and launch latency, not compute"

@@ -2,16 +2,17 @@
 prediction beside it, and the record that links them (kind ``scaling``).
 
 Efficiency at N nodes is per-GPU throughput at N over per-GPU throughput at the smallest
-size (weak and strong scaling alike: 1.0 is perfect). The prediction starts from the
-smallest size's measured breakdown: its step without its exposed communication, plus the
-communication FSDP needs at N nodes (:mod:`toolkit.results.commvolume`) at a bus bandwidth
-(:func:`busbw_for`):
+size (weak and strong scaling alike: 1.0 is perfect), each at the run's median step time. The prediction starts from the
+smallest size's measured step (step_1, its compute part compute_1) and adds the
+communication the bigger size needs beyond the base's, ``extra = max(0, comm_N - comm_1)``,
+each the time of FSDP's traffic (:mod:`toolkit.results.commvolume`) at a bus bandwidth
+(:func:`busbw_for`; comm_1 is 0 for one rank):
 
-- without overlap: ``step_1 - exposed_1 + comm_N``;
-- with full overlap: ``step_1 - exposed_1 - compute_1 + max(compute_1, comm_N)``;
+- without overlap: ``step_1 - compute_1 + compute_N + extra``;
+- with full overlap: ``step_1 - compute_1 + compute_N + max(0, extra - compute_N)``;
 
-where strong scaling divides compute_1 by N/N_1 (the global batch is split over more GPUs)
-and weak scaling keeps it. The bus bandwidth for N nodes comes from the newest stored
+where strong scaling divides compute_1 by the growth in ranks (the global batch is split over
+more GPUs) and weak scaling keeps it. The bus bandwidth for N nodes comes from the newest stored
 nccl-tests or collectives record of the same cluster at N nodes (its best all_gather, else
 reduce_scatter, else all_reduce busbw), else the catalog's published figure for the instance
 type at N nodes (all_reduce: the only collective published; nccl-tests' busbw makes the
@@ -67,35 +68,43 @@ def busbw_for(rec: dict[str, Any], store: ResultStore | None) -> Busbw | None:
 
 
 def _tokens_per_gpu_s(rec: dict[str, Any]) -> float | None:
-    value = (rec.get("metrics") or {}).get("tokens_per_s_per_gpu")
+    """Per-GPU tokens/s at the median step time: a few slow steps (a busy host, a
+    checkpoint) do not decide a scaling efficiency."""
+    m, p = rec.get("metrics") or {}, rec.get("params") or {}
+    p50, local = m.get("step_time_p50_s"), p.get("local_batch_size")
+    if isinstance(p50, int | float) and p50 > 0 and isinstance(local, int) and p.get("seq_len"):
+        return local * p["seq_len"] / p50
+    value = m.get("tokens_per_s_per_gpu")
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def predict(base: dict[str, Any], rec: dict[str, Any], busbw: Busbw | None,
-            strong: bool) -> dict[str, Any]:
+            base_busbw: Busbw | None, strong: bool) -> dict[str, Any]:
     """Predicted step and efficiency of ``rec``'s size from the base size's breakdown."""
     mean = base["metrics"]["breakdown"]["mean_over_ranks"]
     p_base, p = base["params"], rec["params"]
-    comm = commvolume.step_seconds(diagnose.transfers_of(rec), busbw.gb_per_s) \
-        if busbw is not None else None
-    if comm is None:
+    if busbw is None:
         return {"busbw_gb_per_s": None, "busbw_source": "none: no stored record, catalog "
                 "figure or link probe", "comm_s": None, "efficiency_no_overlap": None,
                 "efficiency_overlap": None}
+    comm = commvolume.step_seconds(diagnose.transfers_of(rec), busbw.gb_per_s)
+    base_transfers = diagnose.transfers_of(base)
+    base_comm = (commvolume.step_seconds(base_transfers, (base_busbw or busbw).gb_per_s)
+                 if any(t.bus_bytes for t in base_transfers) else 0.0)
     scale = p["world_size"] / p_base["world_size"] if strong else 1.0
     compute = mean["compute"] / scale
-    rest = mean["step"] - mean["exposed_comm"] - mean["compute"]
-    no_overlap = rest + compute + comm
-    overlap = rest + max(compute, comm)
-    # per-GPU tokens per step shrink with strong scaling as the compute does
-    base_rate = 1.0 / mean["step"]
+    extra = max(0.0, comm - base_comm)  # what the bigger size adds to the base's traffic
+    same = mean["step"] - mean["compute"] + compute
+    no_overlap = same + extra
+    overlap = same + max(0.0, extra - compute)
 
-    def eff(step: float) -> float:
-        return (1.0 / scale / step) / base_rate if step > 0 else 0.0
+    def eff(step: float) -> float:  # per-GPU throughput relative to the base's
+        return mean["step"] / scale / step if step > 0 else 0.0
 
     return {"busbw_gb_per_s": busbw.gb_per_s, "busbw_source": busbw.source, "comm_s": comm,
-            "step_no_overlap_s": no_overlap, "step_overlap_s": overlap,
-            "efficiency_no_overlap": eff(no_overlap), "efficiency_overlap": eff(overlap)}
+            "base_comm_s": base_comm, "step_no_overlap_s": no_overlap,
+            "step_overlap_s": overlap, "efficiency_no_overlap": eff(no_overlap),
+            "efficiency_overlap": eff(overlap)}
 
 
 def study(recs: list[dict[str, Any]], *, strong: bool, store: ResultStore | None = None
@@ -109,7 +118,7 @@ def study(recs: list[dict[str, Any]], *, strong: bool, store: ResultStore | None
         verdict = diagnose.diagnose(rec, busbw_for(rec, store))
         rate = _tokens_per_gpu_s(rec)
         measured = rate / base_rate if rate and base_rate else None
-        pred = predict(base, rec, busbw_for(rec, store), strong)
+        pred = predict(base, rec, busbw_for(rec, store), busbw_for(base, store), strong)
         row = {"nodes": rec["params"]["nodes"], "world_size": rec["params"]["world_size"],
                "record_id": rec["id"], "status": rec["verdict"]["status"],
                "tokens_per_s_per_gpu": rate, "step_s": verdict["breakdown_s"]["step"],
@@ -120,13 +129,21 @@ def study(recs: list[dict[str, Any]], *, strong: bool, store: ResultStore | None
         row["gap_vs_no_overlap"] = gap
         sizes.append(row)
     last = sizes[-1]["diagnosis"]
+    evidence = list(last["evidence"])
+    if len(sizes) > 1:
+        first, top = sizes[0]["breakdown_s"], sizes[-1]["breakdown_s"]
+        if first.get("compute") and top.get("compute"):
+            evidence.insert(1, f"compute per rank: {first['compute'] * 1000:.1f} ms at "
+                            f"{sizes[0]['nodes']} node(s), {top['compute'] * 1000:.1f} ms at "
+                            f"{sizes[-1]['nodes']} ({top['compute'] / first['compute']:.1f}x"
+                            + (", for the same work per rank" if not strong else "") + ")")
     findings = [f"{s['nodes']} node(s): measured efficiency {s['efficiency']:.0%}, predicted "
                 f"{s['predicted']['efficiency_no_overlap']:.0%} without overlap"
                 for s in sizes if s["gap_vs_no_overlap"] is not None
                 and s["gap_vs_no_overlap"] > GAP_FINDING]
     return {"mode": "strong" if strong else "weak", "sizes": sizes,
             "bottleneck": last["bottleneck"], "node": last["node"],
-            "summary": last["summary"], "evidence": last["evidence"], "advice": last["advice"],
+            "summary": last["summary"], "evidence": evidence, "advice": last["advice"],
             "prediction_gaps": findings}
 
 
