@@ -229,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tolerance", type=float, default=0.05)
     a = p.parse_args(argv)
     try:
-        rec = json.loads(open(a.record).read())
+        with open(a.record) as fh:
+            rec = json.load(fh)
     except (OSError, ValueError) as exc:
         print(f"error: {a.record}: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from matplotlib import dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -217,7 +218,7 @@ def scaling_efficiency(scaling: dict, title: str) -> Figure:
     ax = fig.add_subplot()
     nodes = [s["nodes"] for s in sizes]
 
-    def line(values: list, **kw: object) -> None:
+    def line(values: list, **kw: Any) -> None:
         pts = [(n, v) for n, v in zip(nodes, values, strict=False) if v is not None]
         if pts:
             ax.plot([n for n, _ in pts], [v for _, v in pts], marker="o", markersize=4, **kw)

@@ -2,9 +2,10 @@
 prediction beside it, and the record that links them (kind ``scaling``).
 
 Efficiency at N nodes is per-GPU throughput at N over per-GPU throughput at the smallest
-size (weak and strong scaling alike: 1.0 is perfect), each at the run's median step time. The prediction starts from the
-smallest size's measured step (step_1, its compute part compute_1) and adds the
-communication the bigger size needs beyond the base's, ``extra = max(0, comm_N - comm_1)``,
+size (weak and strong scaling alike: 1.0 is perfect), each at the run's median step time.
+The prediction starts from the smallest size's measured step (step_1, its compute part
+compute_1) and adds the communication the bigger size needs beyond the base's,
+``extra = max(0, comm_N - comm_1)``,
 each the time of FSDP's traffic (:mod:`toolkit.results.commvolume`) at a bus bandwidth
 (:func:`busbw_for`; comm_1 is 0 for one rank):
 

@@ -102,6 +102,10 @@ def render_sbatch(job: ScalingJob) -> str:
         f"export PYTHONPATH={q(str(top.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",
         'mapfile -t hosts < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")',
     ]
+    if not top.gpus_per_node:
+        # CPU ranks: one intra-op thread each (as torchrun sets), so every size runs the same
+        # threads per rank and a lone rank does not spin threads against its neighbours
+        lines.insert(-1, "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}")
     for size in job.jobs:
         n = size.nodes
         train = " ".join(q(a) for a in size.train_args())
@@ -161,7 +165,7 @@ def run(job: ScalingJob, *, timeout: float | None = None, quiet: bool = False,
     if not records:
         raise PctkError(f"job {job_id} ended {state} without a result record at any size",
                         log=str(log))
-    result, scaling, plots = summarise(job, records, db if store else None, store)
+    _, scaling, plots = summarise(job, records, db if store else None, store)
     write_record(job.record_path, scaling)
     if store:
         store_finished_run(job.record_path, db)
