@@ -96,3 +96,16 @@ def test_study_record_and_report_section(records: list[dict], tmp_path: Path) ->
     section = html.split("Scaling: efficiency, step-time breakdown and bottleneck")[1]
     assert f"bottleneck: {result['bottleneck']}" in section
     assert section.count('data-points="2"') == 2  # efficiency and breakdown plots
+
+
+def test_slow_storage_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    from toolkit.errors import PctkError
+    from toolkit.local import faults
+
+    for rate in ("1x", "0", "fast"):
+        with pytest.raises(PctkError, match="is not a byte rate"):
+            faults.parse_io_rate(rate)
+    assert faults.parse_io_rate("1m") == 1 << 20 and faults.parse_io_rate("512k") == 512 << 10
+    with pytest.raises(PctkError, match="not on a block device"):
+        faults.block_device(Path("/proc"))
+    assert faults.block_device(tmp_path).count(":") == 1

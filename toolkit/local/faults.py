@@ -410,6 +410,7 @@ def slow_cpu(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
 def slow_storage(state_dir: Path, node: str, rate: str, path: Path) -> dict[str, Any]:
     bps = parse_io_rate(rate)
     _check_node(state_dir, node)
+    block_device(path.resolve())  # refused before an active fault is undone
     faults = active(state_dir)
     if "slow-storage" in faults:
         unthrottle(faults.pop("slow-storage"))
