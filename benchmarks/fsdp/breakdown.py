@@ -138,9 +138,9 @@ def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
     the model resharded with no gradients."""
     import torch.nn.functional as F
 
-    if passes < 1:
-        return None
     mods = fsdp_modules(model)
+    if passes < 1 or not all(hasattr(m, "set_reshard_after_forward") for m in mods):
+        return None  # off, or a torch whose FSDP2 cannot keep parameters gathered
     for m in mods:
         m.set_reshard_after_forward(False, recurse=False)
         m.set_reshard_after_backward(False, recurse=False)

@@ -98,7 +98,7 @@ def render_sbatch(job: ScalingJob) -> str:
         f"({'strong' if job.strong else 'weak'} scaling), launcher {top.launcher}.",
         *sbatch_header(spec),
         "set -uo pipefail  # a size that fails does not stop the others",
-        f"cd {q(str(top.repo))}",
+        f"cd {q(str(top.repo))} || exit 2",
         f"export PYTHONPATH={q(str(top.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",
         'mapfile -t hosts < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")',
     ]
