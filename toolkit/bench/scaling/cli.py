@@ -110,4 +110,4 @@ def print_study(rec: dict[str, Any]) -> None:
 def print_verdict(verdict: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=max(Console().width, 120))
     for line in verdict_lines(verdict):
-        console.print(line, highlight=False, markup=False)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
