@@ -102,7 +102,9 @@ def detect() -> DistEnv:
     rank = _int_env("RANK", "SLURM_PROCID", default=0)
     world = _int_env("WORLD_SIZE", "SLURM_NTASKS", default=1)
     local_rank = _int_env("LOCAL_RANK", "SLURM_LOCALID", default=0)
-    num_nodes = _int_env("SLURM_JOB_NUM_NODES", "SLURM_NNODES", default=1)
+    # a step's own node count first: a step may use fewer nodes than its allocation
+    num_nodes = _int_env("SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES",
+                         default=1)
     local_world = _int_env("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE",
                            default=max(1, world // max(1, num_nodes)))
     node_rank = _int_env("GROUP_RANK", "SLURM_NODEID", default=0)

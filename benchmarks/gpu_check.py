@@ -10,17 +10,20 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
 3. ``fsdp``: ``benchmarks.fsdp.train`` on one GPU, the 1b shape (``--model``) at its GPU
    defaults (sequence length, batch, compile and AC chosen from the shape and the GPU's
    memory, benchmarks/fsdp/defaults.py), bf16; record ``fsdp.json``.
-4. ``plain``: the reference peer ``benchmarks.reference.plain_loop`` (transformers'
+4. ``breakdown``: the 1b shape on one GPU with the step-time breakdown
+   (:mod:`benchmarks.fsdp.breakdown`: CUDA events per part, a communication-free compute
+   reference); the parts must add up to the measured step time within 5% on every rank.
+5. ``plain``: the reference peer ``benchmarks.reference.plain_loop`` (transformers'
    LlamaForCausalLM, autocast, whole-model compile) with the fsdp run's shape and tokens per
    step; record ``plain.json``.
-5. ``fp8``: the fsdp run again with ``--fp8`` (torchao float8 linears; MFU against the fp8
+6. ``fp8``: the fsdp run again with ``--fp8`` (torchao float8 linears; MFU against the fp8
    dense peak); record ``fp8.json``. A GPU below sm89 refuses it in one line: reported.
-6. ``torchtitan``: ``benchmarks.reference.torchtitan_peer`` (torchtitan's own trainer) on the
+7. ``torchtitan``: ``benchmarks.reference.torchtitan_peer`` (torchtitan's own trainer) on the
    same shape and tokens per step, when torchtitan is importable and ``TORCHTITAN_SRC`` is a
    checkout (its tokenizer and test data, offline); otherwise skipped with the reason.
-7. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
+8. ``sweep``: ``benchmarks.collectives`` over all GPUs of the node (nccl; timed calls in a CUDA
    graph), then all_reduce again without graphs, to show the launch cost at small sizes.
-8. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
+9. ``nccl_tests``: builds nccl-tests (``NCCL_TESTS_SRC``, a checkout; nothing is downloaded)
    or uses a built ``all_reduce_perf`` (``NCCL_TESTS_BIN`` or PATH), runs it on the same
    GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
    CUDA graphs (-G), and compares it with the sweep per size at large sizes.
@@ -56,7 +59,7 @@ from typing import Any
 from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("env", "health", "fsdp", "plain", "fp8", "torchtitan", "sweep", "nccl_tests")
+STEPS = ("env", "health", "fsdp", "breakdown", "plain", "fp8", "torchtitan", "sweep", "nccl_tests")
 TRAIN_RECORDS = {"fsdp": "fsdp.json", "plain": "plain.json", "fp8": "fp8.json",
                  "torchtitan": "titan.json"}
 TARGETS = {"mfu": 0.50, "vs_plain": 1.10, "memory_vs_plain": 1.05, "vs_torchtitan": 1.0}
@@ -153,6 +156,14 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
              *timing, "--out", str(out / "plain.json")]], 150),
         "fp8": Step("fp8", [[py, "-m", "benchmarks.fsdp.train", *train, "--fp8", "--out",
                              str(out / "fp8.json")]], 150, single_rank_env()),
+        "breakdown": Step("breakdown", [
+            torchrun(1, "benchmarks.fsdp.train", [
+                "--model", "1b", "--device", "cuda", "--batch-size", "2", "--seq-len", "4096",
+                "--steps", str(a.fsdp_steps), "--timing-warmup", str(a.fsdp_warmup),
+                "--log-every", "5", "--out", str(out / "breakdown.json")]),
+            [py, "-m", "benchmarks.fsdp.breakdown", str(out / "breakdown.json"),
+             "--tolerance", "0.05"],
+        ], 150),
         "sweep": Step("sweep", [
             torchrun(gpus, "benchmarks.collectives", [
                 "--backend", "nccl", "--min-bytes", "1K", "--max-bytes", a.max_bytes,
@@ -332,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
               + (f"  ({notes})" if notes else ""))
     for name in skipped(a.steps, steps):
         print(f"skip {name}: {skip_reason(name)}")
-    for name in ("health.log",):
+    for name in ("breakdown.log", "health.log"):
         path = a.out_dir / name
         if path.is_file():
             print(f"--- {name} (tail)\n" + "\n".join(path.read_text().splitlines()[-12:]))

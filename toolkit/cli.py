@@ -77,6 +77,9 @@ COMMANDS = (
     LazyCommand("plan", "toolkit.plan.cli:plan_command",
                 "Plan a training run: FLOPs, GPU-hours, nodes, days, dollars, memory per GPU, "
                 "checkpoint interval; optionally write its ParallelCluster config."),
+    LazyCommand("diagnose", "toolkit.results.cli:diagnose_command",
+                "Which layer bounds an FSDP run (compute, interconnect, straggler, storage, "
+                "overhead)."),
     LazyCommand("report", "toolkit.results.cli:report_command",
                 "Write one self-contained HTML report: busbw, training, health, cluster summary."),
     LazyCommand("demo", "toolkit.demo:demo_command",

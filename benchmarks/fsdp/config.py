@@ -152,6 +152,12 @@ class TrainConfig:
     probe_matmuls: int = setting(
         0, "256x256 matmuls added to each step's local part, so a rank with a slow CPU or "
         "GPU shows there (adds their time to every step).")
+    breakdown_ref_steps: int = setting(
+        3, "Forward+backward passes without communication after training, timed as the "
+        "step's compute part (0: off; they hold the whole model gathered on every rank).")
+    link_probe_mb: float = setting(
+        4.0, "MB each rank receives from each ring neighbour after training, timed per "
+        "rank (0: off).")
 
     @property
     def parallel(self) -> ParallelConfig:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import time
 from dataclasses import asdict, replace
@@ -26,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from benchmarks import distenv, record
-from benchmarks.fsdp import checkpoint, defaults, stragglers
+from benchmarks.fsdp import breakdown, checkpoint, defaults, stragglers
 from benchmarks.fsdp.config import TrainConfig, parse_config
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
@@ -187,6 +188,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
 
     saves: list[checkpoint.Timing] = []
     timer = stragglers.RankTimer()
+    clock, parts = breakdown.PhaseClock(device), breakdown.StepParts()
     probe = torch.randn(256, 256, device=device) if cfg.probe_matmuls else None
     memory.mark(None)  # model construction and checkpoint loading are not training
     # each step's rows are built (and on GPUs copied) before its timer starts
@@ -195,10 +197,13 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
         assert batch is not None
         inputs, targets = batch
         start = time.perf_counter()
+        clock.start()
         logits = model(inputs)
         loss = loss_fn(logits, targets)
         loss.backward()
+        clock.mark()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
+        clock.mark()
         local_start = _synced_now(device)  # the norm's all-reduce lines the ranks up here
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -206,36 +211,52 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
         scheduler.step()
         if probe is not None:
             stragglers.compute_probe(probe, cfg.probe_matmuls)
+        clock.mark()
         sync_start = _synced_now(device)
         loss_value = mesh_mean(loss, mesh)  # .item() also waits for the GPU
+        clock.mark()
         seconds = time.perf_counter() - start
         meter.record(seconds)
-        if meter.seen > cfg.timing_warmup:
+        timed = meter.seen > cfg.timing_warmup
+        if timed:
             timer.record(seconds, sync_start - local_start, start + seconds - sync_start)
-        phase = "train" if meter.seen > cfg.timing_warmup else None
+            fwd_bwd, clip, update, loss_sync = clock.spans()
+            parts.add(fwd_bwd=fwd_bwd, optimizer=update, sync=clip + loss_sync)
+        phase = "train" if timed else None
         if meter.seen == cfg.timing_warmup:
             memory.mark(None)
+        data_start = time.perf_counter()
         if step < cfg.steps:
             batch = data.local_batch(step + 1, device)
+        if timed:
+            parts.add(data=time.perf_counter() - data_start)
         losses.append((step, loss_value))
         if step % cfg.log_every == 0 or step == cfg.steps:
             _log_step(step, loss_value, _scalar(grad_norm), lr, seconds, meter, device)
         if cfg.ckpt_dir is not None and cfg.ckpt_every > 0 and step % cfg.ckpt_every == 0:
             train_state = {"step": step, "scheduler": scheduler.state_dict(),
                            "data_next_step": step + 1, "losses": losses}
+            ckpt_start = time.perf_counter()
             memory.mark(phase)
             timing = checkpoint.save(cfg.ckpt_dir, step, model, optimizer, train_state,
                                      cfg.ckpt_keep)
             memory.mark("checkpoint")
             saves.append(timing)
+            if timed:
+                parts.add(checkpoint=time.perf_counter() - ckpt_start)
             log(f"checkpoint step {step}: {timing.bytes / 1e9:.3f} GB in {timing.seconds:.2f}s "
                 f"({timing.gb_per_s:.2f} GB/s)")
+        if timed:
+            parts.add(step=time.perf_counter() - start)
+            parts.count()
         if completed is None:
             _test_hooks(step)
 
     memory.mark("train" if meter.seen > cfg.timing_warmup else None)
     mem = [None if x < 0 else x for x in mesh_max(memory.figures(), mesh, device)]
     straggler = stragglers.judge(_per_rank_timings(timer, env, mesh, device))
+    step_parts = _breakdown(cfg, parts, clock, model, batch_for_reference(data, cfg, device),
+                            n_params, env, mesh, device)
     log(stragglers.describe(straggler))
     mesh_barrier(mesh)
     return {
@@ -261,8 +282,73 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
             "checkpoint_saves": [t.to_dict() for t in saves],
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
             "stragglers": straggler,
+            "breakdown": step_parts,
         },
     }
+
+
+def batch_for_reference(data: TokenBatches, cfg: TrainConfig, device: torch.device
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    return data.local_batch(cfg.steps, device)
+
+
+def _breakdown(cfg: TrainConfig, parts: breakdown.StepParts, clock: breakdown.PhaseClock,
+               model: Any, batch: tuple[torch.Tensor, torch.Tensor], n_params: int,
+               env: distenv.DistEnv, mesh: Any, device: torch.device) -> dict[str, Any]:
+    """Every rank's step parts and link figure (collective: all ranks call it)."""
+    passes = cfg.breakdown_ref_steps
+    if passes and not breakdown.fits_gathered(n_params, device):
+        passes = 0
+    compute_s = breakdown.compute_reference(model, batch, passes, device)
+    gbps, probe_note = breakdown.link_probe(int(cfg.link_probe_mb * 1e6), mesh, device)
+    own = parts.means(compute_s)
+    keys = ("step", "fwd_bwd", *breakdown.PARTS)
+    rows = _gather_rows([*(own[k] for k in keys), gbps if gbps is not None else -1.0],
+                        env, mesh, device)
+    per_rank = []
+    for row in rows:
+        values = dict(zip(keys, row["values"], strict=False))
+        link = row["values"][len(keys)]
+        per_rank.append({"rank": row["rank"], "node": row["node"], **values,
+                         "link_recv_gb_per_s": link if link >= 0 else None})
+    mean = {k: statistics.fmean(r[k] for r in per_rank) for k in keys} if per_rank else {}
+    return {
+        "timed_steps": parts.steps,
+        "mean_over_ranks": mean,
+        "per_rank": per_rank,
+        "parts": list(breakdown.PARTS),
+        "clock": clock.how,
+        "measured": {**breakdown.MEASURED_BY,
+                     "compute": breakdown.MEASURED_BY["compute"]
+                     + f" ({passes} passes)" if compute_s is not None else
+                     "not measured (--breakdown-ref-steps 0, or the gathered model would not "
+                     "fit in device memory): counted as fwd_bwd, so exposed_comm is 0"},
+        "link_probe": {"bytes": int(cfg.link_probe_mb * 1e6), "repeats": breakdown.PROBE_REPEATS,
+                       "note": probe_note or "each rank receives from both ring neighbours "
+                       "while the others wait; its slower neighbour's best GB/s"},
+    }
+
+
+def _gather_rows(values: list[float], env: distenv.DistEnv, mesh: Any,
+                 device: torch.device) -> list[dict[str, Any]]:
+    """Every rank's ``values`` (same length on every rank) and node name, on every rank."""
+    world, rank, width = dist.get_world_size(), dist.get_rank(), len(values) + 1
+    flat = [0.0] * (world * width)
+    flat[rank * width:(rank + 1) * width] = [*values, float(env.node_rank)]
+    everyone = mesh_sum(flat, mesh, device)
+    names = _node_names()
+    rows = []
+    for r in range(world):
+        row = everyone[r * width:(r + 1) * width]
+        idx = int(row[-1])
+        rows.append({"rank": r, "node": names[idx] if idx < len(names) else f"node {idx}",
+                     "values": row[:-1]})
+    return rows
+
+
+def _node_names() -> list[str]:
+    nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    return distenv.expand_hostlist(nodelist) if nodelist else []
 
 
 def _synced_now(device: torch.device) -> float:
@@ -360,6 +446,8 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
         "ckpt_every": cfg.ckpt_every,
         "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
         "straggler_probe_matmuls": cfg.probe_matmuls,
+        "breakdown_ref_steps": cfg.breakdown_ref_steps,
+        "link_probe_mb": cfg.link_probe_mb,
     }
 
 
@@ -412,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
             status, reasons = verdict(result["metrics"], cfg.steps)
             rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],
                                     status=status, reasons=reasons)
-            rec["cluster"]["nodes"] = rec["cluster"]["nodes"] or env.num_nodes
+            # the nodes of this run: a step of a bigger allocation (pctk bench scaling) has
+            # fewer than SLURM_JOB_NUM_NODES
+            rec["cluster"]["nodes"] = env.num_nodes or rec["cluster"]["nodes"]
             record.write_record(cfg.out, rec)
             log(f"record: {cfg.out} ({status})")
     finally:

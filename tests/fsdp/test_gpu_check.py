@@ -41,6 +41,10 @@ def test_dry_run_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--nproc-per-node=2 -m benchmarks.collectives --backend nccl" in out
     assert "--cuda-graph off" in out  # the eager all_reduce run, for the launch cost
     assert "[nccl_tests] skipped: set NCCL_TESTS_SRC" in out
+    # the single-GPU breakdown of the 1b shape, then the check that its parts add up
+    assert "[breakdown," in out
+    assert "--nproc-per-node=1 -m benchmarks.fsdp.train --model 1b --device cuda" in out
+    assert "-m benchmarks.fsdp.breakdown " in out and "--tolerance 0.05" in out
 
 
 def test_nccl_tests_runs_like_the_sweep_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -14,6 +14,9 @@ BENCH_COMMANDS = (
     LazyCommand("fsdp", "toolkit.bench.fsdp.cli:fsdp_command",
                 "FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through "
                 "Slurm."),
+    LazyCommand("scaling", "toolkit.bench.scaling.cli:scaling_command",
+                "FSDP scaling study: the benchmark at several node counts, a prediction and a "
+                "diagnosis."),
     LazyCommand("nccl", "toolkit.bench.nccl.cli:app",
                 "nccl-tests: run on the cluster, parse logs, judge, compare, plot."),
     LazyCommand("collectives", "toolkit.bench.collectives.cli:collectives",

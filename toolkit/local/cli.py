@@ -81,6 +81,8 @@ def _status_table(st: TwinStatus, console: Console) -> None:
         else:
             console.print(f"[red]fault[/] {kind} on {f.get('node')}: "
                           + (f"rate {f.get('rate')} to {f.get('addr')}" if kind == "slow-net"
+                             else f"{f.get('bytes_per_s')} bytes/s on {f.get('device')} "
+                             f"({f.get('cgroup')})" if kind == "slow-storage"
                              else f"{f.get('cpus')} CPU ({f.get('cgroup')})"))
     for note in st.notes:
         console.print(f"[yellow]{note}[/]")

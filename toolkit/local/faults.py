@@ -8,6 +8,12 @@ sweep and the straggler report are tested against real mechanisms on real proces
   Only packets *to* that address are shaped; unclassified traffic bypasses htb unshaped, so
   every other node (and every other twin) keeps full speed. ``netem``/``flower`` are not
   used: many sandboxed kernels lack them (the error lists what the kernel offers).
+- ``slow-storage NODE --rate R --path P``: the node's slurmd (and the jobs it starts) goes
+  into its own block-I/O cgroup that limits reads and writes to the disk holding P to R bytes
+  per second (cgroup v1 ``blkio.throttle.*_bps_device`` or cgroup v2 ``io.max``). cgroup v1
+  throttles only I/O the process issues itself (direct I/O, and the writes an ``fsync``
+  flushes; checkpoints fsync their files), not page-cache writeback: that is enough to make a
+  checkpoint save slow, as an overloaded shared file system does.
 - ``slow-cpu NODE --cpus F``: the node's slurmd goes into its own cpu cgroup with a CFS quota
   of F CPUs. The twin runs ``proctrack/linuxproc`` (no Slurm cgroups), so every slurmstepd
   and job task the slurmd forks from then on is born in that cgroup and shares the quota;
@@ -33,7 +39,7 @@ from typing import Any
 from toolkit.errors import PctkError
 from toolkit.local import capacity, faultfile, power, procs, state
 
-KINDS = ("slow-net", "slow-cpu")
+KINDS = ("slow-net", "slow-cpu", "slow-storage")
 CGROUP_ROOT = Path(os.environ.get("PCTK_CGROUP_ROOT", "/sys/fs/cgroup"))
 DEV = "lo"
 _RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$", re.IGNORECASE)
@@ -291,6 +297,59 @@ def unthrottle(fault: dict[str, Any]) -> None:
         group.rmdir()
 
 
+# ---------------------------------------------------------------- block I/O
+_IO_RATE = re.compile(r"^(\d+)(k|m|g)?b?$", re.IGNORECASE)
+
+
+def parse_io_rate(text: str) -> int:
+    """``1m``, ``512k``, ``2mb``, ``1048576`` -> bytes per second (powers of 1024)."""
+    m = _IO_RATE.match(text.strip())
+    if not m or int(m.group(1)) < 1:
+        raise PctkError(f"--rate {text!r} is not a byte rate",
+                        "use bytes per second, e.g. 1m, 512k or 1048576")
+    return int(m.group(1)) << {"k": 10, "m": 20, "g": 30}.get((m.group(2) or "").lower(), 0)
+
+
+def block_device(path: Path) -> str:
+    """``major:minor`` of the whole disk holding ``path`` (a partition's parent)."""
+    try:
+        dev = path.stat().st_dev
+    except OSError as exc:
+        raise PctkError(f"cannot stat {path}: {exc.strerror}", "give an existing folder") \
+            from None
+    sys_dev = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if os.major(dev) == 0 or not sys_dev.exists():
+        raise PctkError(f"{path} is not on a block device (tmpfs, overlay or a network file "
+                        "system)", "give a folder on a local disk with --path")
+    if (sys_dev / "partition").exists():
+        return (sys_dev.resolve().parent / "dev").read_text().strip()
+    return f"{os.major(dev)}:{os.minor(dev)}"
+
+
+def io_throttle(state_dir: Path, node: str, rate: int, path: Path) -> dict[str, Any]:
+    device = block_device(path)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"pctk-{state_dir.name}-{node}-io")
+    v1 = CGROUP_ROOT / "blkio"
+    try:
+        if (v1 / "blkio.throttle.write_bps_device").exists():
+            version, group = "v1", v1 / name
+            group.mkdir(exist_ok=True)
+            for what in ("read", "write"):
+                (group / f"blkio.throttle.{what}_bps_device").write_text(f"{device} {rate}\n")
+        elif "io" in (CGROUP_ROOT / "cgroup.controllers").read_text().split():
+            version, group = "v2", CGROUP_ROOT / name
+            group.mkdir(exist_ok=True)
+            (group / "io.max").write_text(f"{device} rbps={rate} wbps={rate}\n")
+        else:
+            raise OSError(0, "no io controller")
+    except OSError as exc:
+        raise PctkError(f"cannot set a block I/O limit under {CGROUP_ROOT}: {exc.strerror}",
+                        "slow-storage needs root and cgroup v1 blkio or cgroup v2 io") from None
+    _move(group / "cgroup.procs", _descendants(_slurmd_pid(state_dir, node)))
+    return {"cgroup": str(group), "version": version, "device": device, "path": str(path),
+            "bytes_per_s": rate}
+
+
 # ---------------------------------------------------------------- commands
 def slow_net(state_dir: Path, node: str, rate: str) -> dict[str, Any]:
     if not _RATE.match(rate):
@@ -322,13 +381,26 @@ def slow_cpu(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
     return fault
 
 
+def slow_storage(state_dir: Path, node: str, rate: str, path: Path) -> dict[str, Any]:
+    bps = parse_io_rate(rate)
+    _check_node(state_dir, node)
+    block_device(path.resolve())  # refused before an active fault is undone
+    faults = active(state_dir)
+    if "slow-storage" in faults:
+        unthrottle(faults.pop("slow-storage"))
+    fault = {"node": node, **io_throttle(state_dir, node, bps, path.resolve())}
+    faults["slow-storage"] = fault
+    _save(state_dir, faults)
+    return fault
+
+
 def clear(state_dir: Path) -> list[str]:
     """Undo every recorded fault; returns the kinds removed."""
     faults = active(state_dir)
     for kind, fault in faults.items():
         if kind == "slow-net":
             unshape(fault)
-        elif kind == "slow-cpu":
+        elif kind in ("slow-cpu", "slow-storage"):
             unthrottle(fault)
     if faults or faultfile.exists(state_dir):
         _save(state_dir, {})

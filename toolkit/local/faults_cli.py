@@ -1,4 +1,4 @@
-"""``pctk local fault``: make one twin node slow (network or CPU), and undo it."""
+"""``pctk local fault``: make one twin node slow (network, CPU or storage), and undo it."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def _show(kind: str, fault: dict[str, object], json_out: bool) -> None:
         emit_json({"kind": kind, **fault}, indent=None, sort_keys=False)
     elif kind == "slow-net":
         print(f"slow-net: traffic to {fault['node']} ({fault['addr']}) limited to {fault['rate']}")
+    elif kind == "slow-storage":
+        print(f"slow-storage: {fault['node']}'s jobs limited to {fault['bytes_per_s']:,} "
+              f"bytes/s on device {fault['device']} ({fault['path']}; {fault['cgroup']})")
     else:
         print(f"slow-cpu: {fault['node']}'s jobs limited to {fault['cpus']} CPU "
               f"({fault['cgroup']})")
@@ -52,6 +55,19 @@ def slow_cpu(node: str = typer.Argument(..., help="Twin node name."),
              json_out: bool = JsonOption) -> None:
     """Put NODE's slurmd and its jobs in a cgroup with a CFS cpu quota."""
     _show("slow-cpu", faults.slow_cpu(_dir(state_dir, cluster), node, cpus), json_out)
+
+
+@app.command("slow-storage")
+def slow_storage(node: str = typer.Argument(..., help="Twin node name."),
+                 rate: str = typer.Option("1m", "--rate", help="Bytes per second for reads "
+                                          "and writes, e.g. 1m, 512k."),
+                 path: Path = typer.Option(Path("/tmp"), "--path", help="A folder on the "
+                                           "disk to slow (the checkpoint folder's disk)."),
+                 state_dir: Path = StateDir, cluster: str = ClusterOpt,
+                 json_out: bool = JsonOption) -> None:
+    """Put NODE's slurmd and its jobs in a block-I/O cgroup limiting the disk under PATH."""
+    _show("slow-storage", faults.slow_storage(_dir(state_dir, cluster), node, rate, path),
+          json_out)
 
 
 @app.command("clear")

@@ -435,3 +435,37 @@ def report_command(
         emit_json({"path": str(path), "results": report.results})
     else:
         typer.echo(f"wrote {path} ({report.results} results)")
+
+
+def diagnose_command(
+    record: str = typer.Argument(..., help="An FSDP record file, or a stored result id "
+                                 "(or a unique prefix)."),
+    db: Path | None = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Which layer bounds an FSDP run (compute, interconnect, straggler, storage, overhead)."""
+    from benchmarks.record import RecordError, read_record
+    from toolkit.results.diagnose import NotDiagnosable, diagnose
+    from toolkit.results.scaling import busbw_for
+
+    with open_store(db) as store:
+        path = Path(record)
+        if path.is_file():
+            try:
+                rec = read_record(path)
+            except (RecordError, OSError, ValueError) as exc:
+                raise PctkError(f"{path}: not a pctk result record ({exc})") from None
+        else:
+            rec = store.get(record)
+        try:
+            verdict = diagnose(rec, busbw_for(rec, store))
+        except NotDiagnosable as exc:
+            raise PctkError(f"{record}: {exc}", "give an FSDP record from `pctk bench fsdp` "
+                            "or `pctk bench scaling`") from None
+    if as_json:
+        emit_json(verdict)
+        return
+    from toolkit.results.diagnose import verdict_lines
+
+    for line in verdict_lines(verdict):
+        typer.echo(line)

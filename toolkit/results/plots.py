@@ -11,6 +11,8 @@ import datetime as dt
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from matplotlib import dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -213,3 +215,78 @@ def storage_block_sizes(series: dict[str, list[tuple[float, float]]], title: str
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return png_data_uri(fig)
+
+
+BREAKDOWN_COLORS = {"compute": "#1f6feb", "exposed_comm": "#cf222e", "optimizer": "#8250df",
+                    "sync": "#bf8700", "data": "#1a7f37", "checkpoint": "#57606a"}
+
+
+def _scaling_sizes(scaling: dict) -> list[dict]:
+    return sorted((scaling.get("metrics") or {}).get("sizes") or [], key=lambda s: s["nodes"])
+
+
+def scaling_efficiency(scaling: dict, title: str) -> Figure:
+    """Measured efficiency against node count, beside the prediction with and without
+    overlap of communication and compute; 1.0 is perfect scaling."""
+    sizes = _scaling_sizes(scaling)
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    nodes = [s["nodes"] for s in sizes]
+
+    def line(values: list, **kw: Any) -> None:
+        pts = [(n, v) for n, v in zip(nodes, values, strict=False) if v is not None]
+        if pts:
+            ax.plot([n for n, _ in pts], [v for _, v in pts], marker="o", markersize=4, **kw)
+
+    line([s.get("efficiency") for s in sizes], color=CURRENT_COLOR, label="measured")
+    line([(s.get("predicted") or {}).get("efficiency_no_overlap") for s in sizes],
+         color=FAIL_COLOR, linestyle="--", label="predicted, no overlap")
+    line([(s.get("predicted") or {}).get("efficiency_overlap") for s in sizes],
+         color=EXPECTED_COLOR, linestyle=":", label="predicted, full overlap")
+    ax.axhline(1.0, color=BASELINE_COLOR, linewidth=1)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("scaling efficiency (per-GPU throughput)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def scaling_breakdown(scaling: dict, title: str) -> Figure:
+    """Stacked step-time parts (mean over ranks) per node count."""
+    sizes = _scaling_sizes(scaling)
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    labels = [str(s["nodes"]) for s in sizes]
+    bottom = [0.0] * len(sizes)
+    for part, color in BREAKDOWN_COLORS.items():
+        values = [((s.get("breakdown_s") or {}).get(part) or 0.0) * 1000 for s in sizes]
+        ax.bar(labels, values, bottom=bottom, color=color, label=part)
+        bottom = [b + v for b, v in zip(bottom, values, strict=False)]
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("ms per step (mean over ranks)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def png_bytes(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def write_scaling_pngs(scaling: dict, folder: Path) -> list[Path]:
+    """``scaling-efficiency.png`` and ``scaling-breakdown.png`` in ``folder``."""
+    title = f"{scaling['params'].get('model')} {scaling['params'].get('mode')} scaling"
+    out = []
+    for name, fig in (("scaling-efficiency.png", scaling_efficiency(scaling, title)),
+                      ("scaling-breakdown.png", scaling_breakdown(scaling, title))):
+        path = folder / name
+        path.write_bytes(png_bytes(fig))
+        out.append(path)
+    return out

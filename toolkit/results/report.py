@@ -286,7 +286,7 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
 
 
 VERDICT_ORDER = ("PASS", "UNKNOWN", "WARN", "FAIL")
-VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage")
+VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling")
 
 
 def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) -> str:
@@ -410,6 +410,47 @@ def storage_section(records: list[dict[str, Any]], groups: set[tuple[str, str]])
             + table(["cluster / type", "latest run", "figures", "verdict"], rows))
 
 
+def _pct(value: Any) -> str:
+    return f"{value:.0%}" if isinstance(value, int | float) else "-"
+
+
+def scaling_section(records: list[dict[str, Any]]) -> str:
+    """The newest scaling study of each cluster: efficiency measured and predicted against
+    node count, the stacked step-time breakdown per size, and the diagnosis per size."""
+    if not records:
+        return ("<p>No scaling study yet: <code>pctk bench scaling --nodes 1,2,4</code>.</p>")
+    parts = []
+    for rec in records:
+        title = (f"{group_label(group_key(rec))}: {rec['params'].get('model')} "
+                 f"{rec['params'].get('mode')} scaling ({rec['created']})")
+        verdict = rec["metrics"]
+        rows = []
+        for size in verdict.get("sizes") or []:
+            pred, diag = size.get("predicted") or {}, size.get("diagnosis") or {}
+            rows.append([td(size["nodes"]), td(size["world_size"]),
+                         td(f"{size['step_s'] * 1000:.1f} ms"), td(_pct(size.get("efficiency"))),
+                         td(f"{_pct(pred.get('efficiency_no_overlap'))} / "
+                            f"{_pct(pred.get('efficiency_overlap'))}"),
+                         td(diag.get("bottleneck", "-") + (f" ({diag['node']})"
+                                                           if diag.get("node") else ""),
+                            title="; ".join(diag.get("evidence") or []))])
+        node = f" ({verdict['node']})" if verdict.get("node") else ""
+        parts.append(
+            f"<h3>{esc(title)}{twin_mark([rec])}</h3>"
+            f"<p><b>bottleneck: {esc(verdict.get('bottleneck'))}{esc(node)}</b> — "
+            f"{esc(verdict.get('summary'))}</p>"
+            + "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in verdict.get("evidence") or [])
+            + "".join(f"<li>try: {esc(x)}</li>" for x in verdict.get("advice") or [])
+            + "</ul>"
+            + table(["nodes", "ranks", "step", "efficiency", "predicted (no / full overlap)",
+                     "bottleneck"], rows)
+            + _img(plots.png_data_uri(plots.scaling_efficiency(rec, title)),
+                   "scaling efficiency, measured and predicted", len(rows))
+            + _img(plots.png_data_uri(plots.scaling_breakdown(rec, title)),
+                   "step-time breakdown per node count", len(rows)))
+    return "".join(parts)
+
+
 def latest_of_each(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest record of each kind and (cluster, instance type), from records listed
     newest first (what ``store.latest`` gives, without reading the store again)."""
@@ -447,6 +488,8 @@ def render_report(store: ResultStore, cluster: str | None = None,
     newest: dict[tuple[str, str, str], dict[str, Any]] = {}
     training = TrainingSeries()
     storage: list[dict[str, Any]] = []  # few and small: the scaling plot wants them all
+    scaling: list[dict[str, Any]] = []
+    scaling_seen: set[tuple[str, str]] = set()
 
     def gather(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for record in records:  # newest first
@@ -459,6 +502,9 @@ def render_report(store: ResultStore, cluster: str | None = None,
                 training.add(record)
             elif record["kind"] == "storage":
                 storage.append(record)
+            elif record["kind"] == "scaling" and key not in scaling_seen:
+                scaling_seen.add(key)  # the newest study of each cluster
+                scaling.append(record)
             yield record
 
     series = build_series(gather(store.each(cluster=cluster, instance_type=instance_type)))
@@ -475,6 +521,7 @@ def render_report(store: ResultStore, cluster: str | None = None,
         ("Interconnect: bus bandwidth by message size", interconnect_section(store, keys)),
         ("Training: throughput and MFU", training_section(store, training, keys)),
         ("Storage: shared file system throughput", storage_section(storage, keys)),
+        ("Scaling: efficiency, step-time breakdown and bottleneck", scaling_section(scaling)),
         ("Node health", health_section(store, keys)),
     ]
     body = "".join(f"<section><h2>{esc(t)}</h2>{content}</section>" for t, content in sections)

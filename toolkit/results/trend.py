@@ -29,7 +29,7 @@ from toolkit.results.store import group_key
 # GB/s of the benchmark's checkpoint save and load (averaged over its saves).
 STORAGE_METRICS = ("checkpoint_save_gbps", "checkpoint_load_gbps")
 # the record kinds that have trend figures (record_figures)
-TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health")
+TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health", "scaling")
 SOFTWARE_KEYS = ("nccl", "aws_ofi_nccl", "efa", "libfabric", "driver", "cuda_driver", "cuda",
                  "torch")
 
@@ -120,6 +120,10 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
         return out
     if kind == "storage":
         return [(key, "", value) for key, value in m.storage_scalars(record).items()]
+    if kind == "scaling":  # efficiency at each size but the base (1.0 by definition)
+        sizes = (record.get("metrics") or {}).get("sizes") or []
+        return [("scaling_efficiency", f"{s['nodes']} nodes", float(s["efficiency"]))
+                for s in sizes[1:] if isinstance(s.get("efficiency"), int | float)]
     if kind == "health":
         matrix = m.health_matrix(record)
         if not matrix:

@@ -134,7 +134,9 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
         tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
         launcher=launcher, partition=partition, steps=train.steps, batch_per_gpu=batch_per_gpu,
         seq_len=seq_len, ckpt_every=train.ckpt_every, time_limit=time_limit, efa=efa,
-        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS),
+        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS)
+        # the straggler probe only when asked for: the scripts of other runs stay as they were
+        + (to_argv(train, ("probe_matmuls",)) if train.probe_matmuls > 0 else []),
         notes=() if small else gpu_default_notes(train, model, seq_len, batch_per_gpu, ranks,
                                                  nodes, gpu))
     validate(job)

@@ -1,0 +1,111 @@
+"""The step-time breakdown, the diagnosis, the scaling study and its report section, on real
+records of the FSDP benchmark (local gloo ranks on this machine, no Slurm)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fsdp.breakdown import PARTS, adds_up
+from benchmarks.record import new_record, write_record
+from tests.fsdp.fsdp_launch import TINY, run_ranks
+from toolkit.results.diagnose import BOTTLENECKS, diagnose, link_outlier
+from toolkit.results.report import render_report
+from toolkit.results.scaling import scaling_record, study
+from toolkit.results.store import ResultStore
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """One rank, then two ranks standing for two nodes (a weak-scaling pair: 4 rows each)."""
+    out = []
+    for world, batch in ((1, 4), (2, 8)):
+        folder = tmp_path_factory.mktemp(f"world{world}")
+        args = [*TINY, "--steps", "6", "--batch-size", str(batch), "--ckpt-dir",
+                str(folder / "ckpt"), "--ckpt-every", "3", "--no-resume"]
+        run = run_ranks(world, args, folder / "record.json",
+                        extra_env={"SLURM_NNODES": str(world)}, ranks_per_node=1)
+        assert run.returncodes == [0] * world, run.output
+        assert run.record is not None
+        out.append(run.record)
+    return out
+
+
+def test_parts_add_up_to_the_step_on_every_rank(records: list[dict]) -> None:
+    b = records[1]["metrics"]["breakdown"]
+    assert b["timed_steps"] == 5 and b["clock"] == "wall clock (perf_counter)"
+    assert [r["rank"] for r in b["per_rank"]] == [0, 1]
+    for r in b["per_rank"]:
+        assert r["compute"] > 0 and r["checkpoint"] > 0 and r["link_recv_gb_per_s"] > 0
+        assert r["exposed_comm"] == pytest.approx(max(0.0, r["fwd_bwd"] - r["compute"]))
+    ok, lines = adds_up(records[1], 0.10)
+    assert ok, lines
+    assert set(b["measured"]) >= {*PARTS, "step"}
+    # one rank: no link to probe, said so
+    one = records[0]["metrics"]["breakdown"]
+    assert one["per_rank"][0]["link_recv_gb_per_s"] is None
+    assert one["link_probe"]["note"] == "one rank: no link"
+
+
+def test_diagnosis_of_a_healthy_run_names_no_node(records: list[dict]) -> None:
+    for rec in records:
+        verdict = diagnose(rec)
+        assert verdict["bottleneck"] in BOTTLENECKS
+        assert verdict["bottleneck"] not in ("straggler", "twin-shared-cpu")
+        assert verdict["node"] is None and verdict["evidence"] and verdict["advice"]
+    assert link_outlier(records[1]) is None  # both ranks on "node 0"
+
+
+def test_pctk_diagnose_a_record_file_and_refuse_bad_input(
+        records: list[dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    path = tmp_path / "record.json"
+    write_record(path, records[1])
+    assert main(["diagnose", str(path), "--json", "--db", str(tmp_path / "r.db")]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["record_id"] == records[1]["id"] and verdict["bottleneck"] in BOTTLENECKS
+    assert main(["diagnose", str(path), "--db", str(tmp_path / "r.db")]) == 0
+    assert capsys.readouterr().out.startswith("bottleneck: ")
+
+    other = tmp_path / "health.json"
+    write_record(other, new_record("health", status="PASS"))
+    for ref in (str(other), "no-such-id"):
+        assert main(["diagnose", ref, "--db", str(tmp_path / "r.db")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("pctk: error:") and len(err.strip().splitlines()) == 1, err
+
+
+def test_study_record_and_report_section(records: list[dict], tmp_path: Path) -> None:
+    result = study(records, strong=False)
+    sizes = result["sizes"]
+    assert [s["nodes"] for s in sizes] == [1, 2]
+    assert sizes[0]["efficiency"] == pytest.approx(1.0)
+    pred = sizes[1]["predicted"]
+    # no stored busbw and no instance type: the run's own link probe, said so
+    assert pred["busbw_source"].startswith("this run's link probe")
+    assert 1.0 >= pred["efficiency_overlap"] >= pred["efficiency_no_overlap"] > 0
+    rec = scaling_record(records, result, {"mode": "weak", "model": "tiny"})
+    assert rec["kind"] == "scaling" and rec["params"]["records"] == [r["id"] for r in records]
+    with ResultStore(tmp_path / "r.db") as store:
+        for r in [*records, rec]:
+            store.add(r)
+        html = render_report(store).html
+    section = html.split("Scaling: efficiency, step-time breakdown and bottleneck")[1]
+    assert f"bottleneck: {result['bottleneck']}" in section
+    assert section.count('data-points="2"') == 2  # efficiency and breakdown plots
+
+
+def test_slow_storage_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    from toolkit.errors import PctkError
+    from toolkit.local import faults
+
+    for rate in ("1x", "0", "fast"):
+        with pytest.raises(PctkError, match="is not a byte rate"):
+            faults.parse_io_rate(rate)
+    assert faults.parse_io_rate("1m") == 1 << 20 and faults.parse_io_rate("512k") == 512 << 10
+    with pytest.raises(PctkError, match="not on a block device"):
+        faults.block_device(Path("/proc"))
+    assert faults.block_device(tmp_path).count(":") == 1

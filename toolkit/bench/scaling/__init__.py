@@ -1,0 +1,1 @@
+"""``pctk bench scaling``: the FSDP benchmark at a ladder of node counts."""
