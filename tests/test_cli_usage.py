@@ -147,3 +147,22 @@ def test_no_slurm_is_one_line_not_slurms_chain_of_errors(tmp_path: Path,
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("pctk: error: "), res.stderr
     assert "configuration source" in lines[0] and "fix: " in lines[0]
+
+
+@pytest.mark.parametrize("verb", [["config", "show"], ["config", "check"], ["local", "up", "-c"]])
+def test_a_path_with_control_characters_is_shown_escaped_on_one_line(tmp_path: Path,
+                                                                     verb: list[str]) -> None:
+    # a folder named with a newline and an escape sequence: the error names it escaped,
+    # on one line, instead of breaking the line (or the terminal) where the name does
+    folder = tmp_path / "x\nMailProg=evil #\x1b[31m"
+    folder.mkdir()
+    cfg = folder / "c.yaml"
+    cfg.write_text("Scheduling: {Scheduler: slurm, SlurmQueues: []}\n")
+    res = subprocess.run([str(PCTK), *verb, str(cfg)], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PCTK_HOME": str(tmp_path / "home")})
+    assert res.returncode in (0, 1, 2), res
+    err = res.stderr if res.stderr.strip() else res.stdout
+    if res.returncode == 2:
+        assert err.count("\n") == 1 and err.startswith("pctk: error: "), err
+        assert "x\\nMailProg=evil #\\x1b[31m" in err, err
+    assert "\x1b[31m" not in res.stdout + res.stderr

@@ -23,7 +23,7 @@ import typer.core
 import typer.main
 
 from toolkit import __version__
-from toolkit.errors import PctkError, Terminated
+from toolkit.errors import PctkError, Terminated, visible
 
 USAGE_EXIT_CODE = 2
 # pctk health run answers a monitor in Nagios codes: unusable input is UNKNOWN (3), since
@@ -209,7 +209,7 @@ def report_usage_error(exc: Any) -> int:
             print(help_text, file=sys.stderr)
     else:
         message = " ".join(exc.format_message().split())
-        print(f"pctk: error: {message} (see '{path} --help')", file=sys.stderr)
+        print(f"pctk: error: {visible(message)} (see '{path} --help')", file=sys.stderr)
     return USAGE_EXIT_CODES.get(path, USAGE_EXIT_CODE)
 
 

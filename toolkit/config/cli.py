@@ -23,7 +23,7 @@ from toolkit.config.schema import parallelcluster_version
 from toolkit.config.spec import load_spec
 from toolkit.config.summary import summarize
 from toolkit.config.yamlio import load_yaml, read_text
-from toolkit.errors import PctkError
+from toolkit.errors import PctkError, visible
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import config_or_preset, missing_config
 
@@ -222,7 +222,7 @@ def show(file: ConfigRef, as_json: bool = JsonOption) -> None:
     if as_json:
         emit_json(summary.to_json())
         return
-    table = Table(title=f"{file} ({summary.region or 'no region'})")
+    table = Table(title=f"{visible(str(file))} ({summary.region or 'no region'})")
     for col in ("queue", "resource", "instance type", "capacity", "min", "max", "accel/node",
                 "EFA", "$/h each"):
         table.add_column(col)

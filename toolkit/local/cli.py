@@ -9,11 +9,12 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from toolkit.cliout import FAILED, NOT_RUNNING, JsonOption, emit_json, exit_with
 from toolkit.cliout import console as cli_console
-from toolkit.errors import PctkError
+from toolkit.errors import PctkError, visible
 from toolkit.local import capacity, clusters, stack
 from toolkit.local import gc as twin_gc
 from toolkit.local import replace as replacing
@@ -51,7 +52,8 @@ def _status_table(st: TwinStatus, console: Console) -> None:
     if said:
         head += f" ({'; '.join(said)})"
     console.print(f"[bold]twin[/] {st.cluster or '-'}: [bold]{head}[/]  "
-                  f"(config {st.config or '-'}, state {st.state_dir}, "
+                  f"(config {visible(escape(str(st.config or '-')))}, "
+                  f"state {visible(escape(str(st.state_dir)))}, "
                   f"accounting {'on' if st.accounting else 'off'})")
     if st.daemons:
         t = Table("daemon", "pid", "state", "log", box=None, pad_edge=False)
