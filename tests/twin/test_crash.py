@@ -51,12 +51,17 @@ def _config(folder: Path) -> Path:
     cfg.write_text(
         "Region: us-east-1\n"
         "Image: {Os: ubuntu2204}\n"
-        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-1}}\n"
+        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}\n"
         "Scheduling:\n"
         "  Scheduler: slurm\n"
+        "  SlurmSettings:\n"  # accounting, so `up` starts MariaDB and slurmdbd too
+        "    Database:\n"
+        "      Uri: db.example.com:3306\n"
+        "      UserName: slurm\n"
+        "      PasswordSecretArn: arn:aws:secretsmanager:us-east-1:123456789012:secret:db\n"
         "  SlurmQueues:\n"
         "    - Name: compute\n"
-        "      Networking: {SubnetIds: [subnet-1]}\n"
+        "      Networking: {SubnetIds: [subnet-0123456789abcdef0]}\n"
         "      ComputeResources:\n"
         "        - {Name: c5, InstanceType: c5.4xlarge, MinCount: 1, MaxCount: 1}\n")
     return cfg

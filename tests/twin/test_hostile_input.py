@@ -27,12 +27,16 @@ def _config(folder: Path, custom: str = "") -> Path:
     folder.mkdir(parents=True)
     cfg = folder / "hostile.yaml"
     settings = f"  SlurmSettings:\n    CustomSlurmSettings:\n{custom}" if custom else ""
-    cfg.write_text(
+    cfg.write_text(  # a config `pctk config check` accepts: the twin checks it first
+        "Region: us-east-1\n"
+        "Image: {Os: ubuntu2204}\n"
+        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}\n"
         "Scheduling:\n"
         "  Scheduler: slurm\n"
         f"{settings}"
         "  SlurmQueues:\n"
         "    - Name: compute\n"
+        "      Networking: {SubnetIds: [subnet-0123456789abcdef0]}\n"
         "      ComputeResources:\n"
         "        - {Name: c5, InstanceType: c5.4xlarge, MinCount: 1, MaxCount: 1}\n")
     return cfg

@@ -70,7 +70,7 @@ def test_another_user_is_told_whose_twin_runs_and_cannot_stop_it():
     def as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*AS_NOBODY, "env", f"PCTK_HOME={home}",
                                f"PYTHONPATH={pythonpath}", exe, "-m", "toolkit.cli", *argv],
-                              capture_output=True, text=True, timeout=120, cwd="/")
+                              capture_output=True, text=True, timeout=120, cwd="/", env=env)
 
     try:
         up = _pctk(env, "local", "up", "-c", "p5-training", "--nodes", "1", "--no-accounting")

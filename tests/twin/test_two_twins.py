@@ -25,12 +25,12 @@ def _config(folder: Path, name: str) -> Path:
     cfg.write_text(
         "Region: us-east-1\n"
         "Image: {Os: ubuntu2204}\n"
-        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-1}}\n"
+        "HeadNode: {InstanceType: c5.4xlarge, Networking: {SubnetId: subnet-0123456789abcdef0}}\n"
         "Scheduling:\n"
         "  Scheduler: slurm\n"
         "  SlurmQueues:\n"
         "    - Name: compute\n"
-        "      Networking: {SubnetIds: [subnet-1]}\n"
+        "      Networking: {SubnetIds: [subnet-0123456789abcdef0]}\n"
         "      ComputeResources:\n"
         "        - {Name: c5, InstanceType: c5.4xlarge, MinCount: 1, MaxCount: 1}\n")
     return cfg
