@@ -106,7 +106,7 @@ def test_bench_nccl_parse_imports_no_other_benchmark_driver(tmp_path: Path) -> N
              f"main(['bench', 'nccl', 'parse', {str(log)!r}, '--no-store', '--json'])\n"
              "print(sorted(m for m in sys.modules\n"
              "             if m.startswith(('toolkit.bench.', 'submitit'))\n"
-             "             and not m.startswith('toolkit.bench.nccl')))")
+             "             and not m.startswith(('toolkit.bench.nccl', 'toolkit.bench.comm'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=tmp_path, timeout=60).stdout.strip().splitlines()[-1]
     assert out == "['toolkit.bench.cli']"

@@ -65,7 +65,8 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
              "Reason=pctk: gpu_devices: 8 of 8 GPU device files missing")
     waiting = ""
     try:
-        # one whole p5 (8 of 8 GPUs) and a quarter of one (2 GPUs), both under our account
+        # one whole p5 (8 of 8 GPUs) and a 2-GPU job (which an exclusive queue gives the whole
+        # node), both under our account
         whole, _ = twin.sbatch("sleep 2", "-p", "gpu", "-N1", "--gpus-per-node=8",
                                f"-A{ACCOUNT}")
         part, _ = twin.sbatch("sleep 3", "-p", "gpu", "-N1", "--gpus-per-node=2",
@@ -101,14 +102,19 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
                         "JobID,ElapsedRaw,AllocTRES,Partition").stdout.splitlines()
         elapsed = {r.split("|")[0]: int(r.split("|")[1]) for r in rows}
         cpus = {r.split("|")[0]: int(r.split("cpu=")[1].split(",")[0]) for r in rows}
+        # GPUs held as accounting records them: the preset's gpu queue is exclusive
+        # (JobExclusiveAllocation, OverSubscribe=EXCLUSIVE), so the 2-GPU job holds all 8
+        gpus = {r.split("|")[0]: int(r.split("gres/gpu=")[1].split(",")[0].split("|")[0])
+                for r in rows}
+        assert gpus[whole] == 8 and gpus[part] in (2, 8), rows
         # the partition as accounting recorded it: under load the twin's slurmdbd has been seen
         # to record these short jobs with an empty partition; the collector reports sacct's
         partitions = {r.split("|")[3] for r in rows}
         node_cpus = int(twin.cmd("sinfo", "-h", "-n", "gpu-st-p5-1", "-o", "%c").stdout.split()[0])
         price = catalog.get("p5.48xlarge").price_usd_per_hour
         assert price
-        gpu_h = (8 * elapsed[whole] + 2 * elapsed[part]) / 3600
-        share_part = max(2 / 8, cpus[part] / node_cpus)
+        gpu_h = (gpus[whole] * elapsed[whole] + gpus[part] * elapsed[part]) / 3600
+        share_part = max(gpus[part] / 8, cpus[part] / node_cpus)
         usd = price * (elapsed[whole] + share_part * elapsed[part]) / 3600
         assert gpu_h > 0
         for fam in ("pctk_slurm_gpu_hours", "pctk_slurm_node_hours", "pctk_slurm_cost_dollars"):
