@@ -47,3 +47,15 @@ def test_log_lines_on_a_terminal_name_no_source_file() -> None:
     assert proc.returncode == 0
     text = out.decode()
     assert "starting the twin" in text and "<string>" not in text and ".py:" not in text
+
+
+def test_a_rule_in_a_pipe_is_a_terminals_width_not_the_tables() -> None:
+    # `make demo > log` printed each section rule as one line of thousands of dashes
+    script = ("from rich.rule import Rule\nfrom toolkit.cliout import console\n"
+              "c = console()\nc.print(Rule('[bold]results[/]'))\nc.print(Rule())\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and all(len(line) == 80 for line in lines), lines
+    assert " results " in lines[0] and "[bold]" not in lines[0] and "\x1b" not in r.stdout

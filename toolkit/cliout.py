@@ -11,6 +11,7 @@ its code on whether click raises it or returns it (``standalone_mode=False``).
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from datetime import datetime
@@ -65,15 +66,24 @@ def fail_if(failed: bool) -> None:
     exit_with(FAILED if failed else OK)
 
 
+RULE_WIDTH = 80  # a rule's width in a pipe or a log
+
+
 class _PipeConsole(Console):
     """A Console for output that is not a terminal: full-width plain tables, no trailing
     blanks, log lines as ``[time] message``."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        from rich.rule import Rule
         from rich.table import Table
 
         if self.quiet:
             return
+        if any(isinstance(obj, Rule) for obj in objects):
+            # a rule fills the console's width: at the pipe's width it would be one line of
+            # thousands of dashes in a log; drawn at a terminal's usual 80 columns instead
+            objects = tuple(self._narrow(obj) if isinstance(obj, Rule) else obj
+                            for obj in objects)
         for obj in objects:
             if isinstance(obj, Table):
                 obj.box = PLAIN_BOX
@@ -87,6 +97,13 @@ class _PipeConsole(Console):
         text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
         self.file.write(text)
         self.file.flush()
+
+    @staticmethod
+    def _narrow(rule: Any) -> str:
+        narrow = Console(width=RULE_WIDTH, file=io.StringIO(), color_system=None)
+        with narrow.capture() as captured:
+            narrow.print(rule)
+        return captured.get().rstrip("\n")
 
     def log(self, *objects: Any, **kwargs: Any) -> None:
         """``[12:00:01] message``: rich pads a log line to the console's width."""
