@@ -1,0 +1,79 @@
+"""A KV-cache forward for benchmarks.fsdp.model.Transformer, beside it: the same modules and
+weights, the training forward untouched.
+
+:func:`forward` runs either a prefill (``pos == 0``, any length, causal) or one decode step
+(one token per sequence attending to everything cached). Its logits equal the full forward's
+at the same positions (tests/inference/test_kvcache.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.fsdp.model import Attention, Transformer, TransformerBlock, apply_rope
+
+
+@dataclass
+class KVCache:
+    """Preallocated K and V per layer, (batch, kv_heads, max_len, head_dim) each."""
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+
+    @classmethod
+    def empty(cls, model: Transformer, batch: int, max_len: int, dtype: torch.dtype,
+              device: torch.device) -> KVCache:
+        a = model.args
+        shape = (batch, a.n_kv_heads, max_len, a.head_dim)
+        return cls([torch.empty(shape, dtype=dtype, device=device) for _ in range(a.n_layers)],
+                   [torch.empty(shape, dtype=dtype, device=device) for _ in range(a.n_layers)])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.k, *self.v))
+
+    def expand(self, batch: int, length: int, max_len: int) -> KVCache:
+        """A cache for ``batch`` sequences of up to ``max_len`` tokens that all start from
+        sequence 0's first ``length`` tokens (n samples of one prompt share its prefill)."""
+        def grow(t: torch.Tensor) -> torch.Tensor:
+            out = torch.empty((batch, t.shape[1], max_len, t.shape[3]), dtype=t.dtype,
+                              device=t.device)
+            out[:, :, :length] = t[:1, :, :length]
+            return out
+        return KVCache([grow(t) for t in self.k], [grow(t) for t in self.v])
+
+
+def _attention(attn: Attention, x: torch.Tensor, freqs: torch.Tensor, k_cache: torch.Tensor,
+               v_cache: torch.Tensor, pos: int) -> torch.Tensor:
+    bsz, seq, _ = x.shape
+    q = attn.wq(x).view(bsz, seq, attn.n_heads, attn.head_dim)
+    k = attn.wk(x).view(bsz, seq, attn.n_kv_heads, attn.head_dim)
+    v = attn.wv(x).view(bsz, seq, attn.n_kv_heads, attn.head_dim)
+    q, k = apply_rope(q, freqs[pos:]), apply_rope(k, freqs[pos:])
+    k_cache[:, :, pos:pos + seq] = k.transpose(1, 2)
+    v_cache[:, :, pos:pos + seq] = v.transpose(1, 2)
+    keys, values = k_cache[:, :, :pos + seq], v_cache[:, :, :pos + seq]
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), keys, values, is_causal=pos == 0 and seq > 1,
+        enable_gqa=attn.n_kv_heads != attn.n_heads)
+    return attn.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
+
+
+def forward(model: Transformer, tokens: torch.Tensor, cache: KVCache, pos: int) -> torch.Tensor:
+    """Logits of ``tokens`` (batch, seq) placed at positions ``pos..pos+seq-1``; fills the
+    cache there. A prefill starts at 0; after it, one token per call."""
+    seq = tokens.shape[1]
+    if pos != 0 and seq != 1:
+        raise ValueError("after the prefill, decode one token per sequence at a time")
+    if pos + seq > cache.k[0].shape[2]:
+        raise ValueError(f"position {pos + seq} is past the cache ({cache.k[0].shape[2]})")
+    h = model.tok_embeddings(tokens)
+    for i, block in enumerate(model.layers.values()):
+        assert isinstance(block, TransformerBlock)
+        h = h + _attention(block.attention, block.attention_norm(h), model.freqs, cache.k[i],
+                           cache.v[i], pos)
+        h = h + block.feed_forward(block.ffn_norm(h))
+    return model.output(model.norm(h))

@@ -1,0 +1,56 @@
+"""The KV-cache forward gives the training forward's logits, and the roofline's parameter
+count is the model's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.fsdp.config import PRESETS
+from benchmarks.fsdp.model import Transformer, count_params
+from benchmarks.inference import roofline
+from benchmarks.inference.kvcache import KVCache, forward
+
+
+@pytest.fixture
+def model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(PRESETS["tiny"]).eval()
+
+
+def test_prefill_then_decode_matches_the_full_forward(model: Transformer) -> None:
+    tokens = torch.randint(0, 512, (3, 20))
+    with torch.no_grad():
+        full = model(tokens)
+        cache = KVCache.empty(model, 3, 20, torch.float32, torch.device("cpu"))
+        cached = [forward(model, tokens[:, :12], cache, 0)]
+        cached += [forward(model, tokens[:, p:p + 1], cache, p) for p in range(12, 20)]
+    torch.testing.assert_close(torch.cat(cached, dim=1), full, rtol=1e-4, atol=1e-4)
+
+
+def test_expanded_cache_continues_every_sample_like_the_prompt(model: Transformer) -> None:
+    prompt = torch.randint(0, 512, (1, 10))
+    nxt = torch.randint(0, 512, (4, 1))
+    with torch.no_grad():
+        first = KVCache.empty(model, 1, 10, torch.float32, torch.device("cpu"))
+        forward(model, prompt, first, 0)
+        cache = first.expand(4, 10, 16)
+        got = forward(model, nxt, cache, 10)[:, -1]
+        want = model(torch.cat([prompt.expand(4, -1), nxt], dim=1))[:, -1]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert cache.nbytes == 2 * 2 * 4 * 2 * 16 * 16 * 4  # K,V x layers x batch x kv x len x hd
+
+
+def test_misuse_is_refused(model: Transformer) -> None:
+    cache = KVCache.empty(model, 1, 8, torch.float32, torch.device("cpu"))
+    with pytest.raises(ValueError, match="one token"):
+        forward(model, torch.zeros(1, 2, dtype=torch.long), cache, 3)
+    with pytest.raises(ValueError, match="past the cache"):
+        forward(model, torch.zeros(1, 9, dtype=torch.long), cache, 0)
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "1b"])
+def test_roofline_counts_the_models_parameters(name: str) -> None:
+    with torch.device("meta"):
+        model = Transformer(PRESETS[name])
+    assert roofline.non_embedding_params(PRESETS[name]) == count_params(model)[1]
