@@ -71,9 +71,10 @@ def forward(model: Transformer, tokens: torch.Tensor, cache: KVCache, pos: int) 
     if pos + seq > cache.k[0].shape[2]:
         raise ValueError(f"position {pos + seq} is past the cache ({cache.k[0].shape[2]})")
     h = model.tok_embeddings(tokens)
+    freqs = model.get_buffer("freqs")
     for i, block in enumerate(model.layers.values()):
         assert isinstance(block, TransformerBlock)
-        h = h + _attention(block.attention, block.attention_norm(h), model.freqs, cache.k[i],
+        h = h + _attention(block.attention, block.attention_norm(h), freqs, cache.k[i],
                            cache.v[i], pos)
         h = h + block.feed_forward(block.ffn_norm(h))
     return model.output(model.norm(h))

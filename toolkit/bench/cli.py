@@ -14,6 +14,9 @@ BENCH_COMMANDS = (
     LazyCommand("fsdp", "toolkit.bench.fsdp.cli:fsdp_command",
                 "FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through "
                 "Slurm."),
+    LazyCommand("inference", "toolkit.bench.inference.cli:inference_command",
+                "Offline inference benchmark (prefill, decode, TTFT/TPOT, roofline, test-time "
+                "compute cost) through Slurm."),
     LazyCommand("nccl", "toolkit.bench.nccl.cli:app",
                 "nccl-tests: run on the cluster, parse logs, judge, compare, plot."),
     LazyCommand("collectives", "toolkit.bench.collectives.cli:collectives",

@@ -84,7 +84,8 @@ def summary(record: dict[str, Any], baseline_ids: set[str]) -> dict[str, Any]:
 @app.command("list")
 def list_results(
     kind: str | None = typer.Option(None, "--kind",
-                                    help="nccl-tests, collectives, fsdp, storage, health."),
+                                    help="nccl-tests, collectives, fsdp, storage, health, "
+                                    "inference."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
@@ -357,9 +358,11 @@ def _value(value: float | str) -> str:
 @app.command("trend")
 def trend(
     kind: str | None = typer.Option(None, "--kind",
-                                    help="nccl-tests, collectives, fsdp, storage, health."),
+                                    help="nccl-tests, collectives, fsdp, storage, health, "
+                                    "inference."),
     metric: str | None = typer.Option(
-        None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count."),
+        None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count, "
+        "decode_tokens_per_s."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),

@@ -13,7 +13,7 @@ from toolkit.results.store import ResultStore
 from toolkit.results.trend import Series, build_series
 
 RECENT_RUNS = 10
-KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage")
+KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "inference")
 DEFAULT_PARAMS = CusumParams()
 
 
