@@ -24,6 +24,9 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
    or uses a built ``all_reduce_perf`` (``NCCL_TESTS_BIN`` or PATH), runs it on the same
    GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
    CUDA graphs (-G), and compares it with the sweep per size at large sizes.
+9. ``inference``: ``benchmarks.inference.bench`` offline, the 1b shape, decode at batch 1
+   and 32 after 512 cached tokens (bandwidth and peak from the device name), merged into the
+   record ``inference.json``; prints the fraction of the HBM roofline at each batch.
 
 Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
 in both tools and the comparison is by time and algbw. At the end one table sets the
@@ -56,7 +59,8 @@ from typing import Any
 from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("env", "health", "fsdp", "plain", "fp8", "torchtitan", "sweep", "nccl_tests")
+STEPS = ("env", "health", "fsdp", "plain", "fp8", "torchtitan", "sweep", "nccl_tests",
+         "inference")
 TRAIN_RECORDS = {"fsdp": "fsdp.json", "plain": "plain.json", "fp8": "fp8.json",
                  "torchtitan": "titan.json"}
 TARGETS = {"mfu": 0.50, "vs_plain": 1.10, "memory_vs_plain": 1.05, "vs_torchtitan": 1.0}
@@ -169,6 +173,13 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
         libs = os.pathsep.join(x for x in (str(out / "nccl-tests-build" / "nccl" / "lib"),
                                             os.environ.get("LD_LIBRARY_PATH")) if x)
         steps["nccl_tests"] = Step("nccl_tests", nccl, 180, {"LD_LIBRARY_PATH": libs})
+    parts = str(out / "inference-parts")
+    steps["inference"] = Step("inference", [
+        [py, "-m", "benchmarks.inference.bench", "run", "--model", "1b", "--prompt-lens",
+         "512,2048", "--batch-sizes", "1,32", "--context", "512", "--decode-tokens", "64",
+         "--device", "cuda", "--parts", parts],
+        [py, "-m", "benchmarks.inference.bench", "merge", "--parts", parts, "--out",
+         str(out / "inference.json")]], 120)
     if skip_reason("plain") is not None:
         del steps["plain"]
     if skip_reason("torchtitan") is None:
@@ -332,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
               + (f"  ({notes})" if notes else ""))
     for name in skipped(a.steps, steps):
         print(f"skip {name}: {skip_reason(name)}")
+    if (roof := _inference_lines(a.out_dir / "inference.json")):
+        print("--- inference, 1b decode against the HBM roofline\n" + "\n".join(roof))
     for name in ("health.log",):
         path = a.out_dir / name
         if path.is_file():
@@ -348,6 +361,14 @@ def main(argv: list[str] | None = None) -> int:
         {"steps": summary, "comparison": comparison, "gpus": gpus, "training": table,
          "ratios": ratios, "targets": TARGETS, "records": records}, indent=1))
     return 0 if all(s["ok"] for s in summary) else 1
+
+
+def _inference_lines(path: Path) -> list[str]:
+    """The inference record's verdict lines: the fraction of each bound reached."""
+    try:
+        return list(json.loads(path.read_text())["verdict"]["reasons"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def skipped(wanted: list[str], planned: list[Step]) -> list[str]:

@@ -86,6 +86,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def refuse(message: str) -> None:
+    """Unusable input or environment: one line, exit 2."""
+    print(f"benchmarks.inference.bench: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
 def progress(message: str) -> None:
     print(f"pctk-inference: {socket.gethostname()}: {message}", flush=True)
 
@@ -98,7 +104,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.inference.kvcache import KVCache, forward
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA device here")
+        refuse("--device cuda: no CUDA device here")
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if use_cuda \
         else torch.device("cpu")
@@ -107,9 +113,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     longest = max(max(args.prompt_lens), args.context + args.warmup + args.decode_tokens,
                   args.context + args.output_len if args.samples else 0)
     if longest > shape.max_seq_len:
-        raise SystemExit(f"{longest} tokens exceed the {args.model} shape's max_seq_len "
-                         f"{shape.max_seq_len}: shorten --prompt-lens, --context, "
-                         "--decode-tokens or --output-len")
+        refuse(f"{longest} tokens exceed the {args.model} shape's max_seq_len "
+               f"{shape.max_seq_len}: shorten --prompt-lens, --context, "
+               "--decode-tokens or --output-len")
+    name = torch.cuda.get_device_name(device) if use_cuda else "cpu"
+    if use_cuda:  # figures not passed: from the device name (benchmarks/fsdp/peaks.py)
+        from benchmarks.fsdp.peaks import peak_tflops_for
+
+        args.mem_bw_tbps = args.mem_bw_tbps or roofline.MEM_BW_TBPS.get(name.strip())
+        args.peak_tflops = args.peak_tflops or peak_tflops_for(name)
     torch.manual_seed(args.seed)
     with torch.device(device):
         model = Transformer(shape)
@@ -134,8 +146,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         progress(f"holding {hold:.0f}s before measuring")
         time.sleep(hold)
     out: dict[str, Any] = {"device": device.type, "dtype": str(dtype).removeprefix("torch."),
-                           "device_name": torch.cuda.get_device_name(device) if use_cuda
-                           else "cpu", "host": socket.gethostname(), "prefill": [],
+                           "device_name": name, "host": socket.gethostname(), "prefill": [],
                            "decode": []}
     with torch.inference_mode():
         for length in args.prompt_lens:
@@ -267,6 +278,8 @@ def merge(args: argparse.Namespace) -> int:
         metrics=metrics, status="PASS", reasons=reasons)
     rec["cluster"]["hosts"] = [p["host"] for p in parts]
     write_record(args.out, rec)
+    for reason in reasons:
+        print(f"pctk-inference: {reason}", flush=True)
     print(f"pctk-inference: record {args.out}", flush=True)
     return 0
 

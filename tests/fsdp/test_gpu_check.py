@@ -41,6 +41,10 @@ def test_dry_run_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--nproc-per-node=2 -m benchmarks.collectives --backend nccl" in out
     assert "--cuda-graph off" in out  # the eager all_reduce run, for the launch cost
     assert "[nccl_tests] skipped: set NCCL_TESTS_SRC" in out
+    # the 1b decode at batch 1 and 32, judged against the HBM roofline
+    assert "-m benchmarks.inference.bench run --model 1b --prompt-lens 512,2048 " \
+           "--batch-sizes 1,32 --context 512 --decode-tokens 64 --device cuda" in out
+    assert "-m benchmarks.inference.bench merge --parts " in out
 
 
 def test_nccl_tests_runs_like_the_sweep_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -54,3 +54,17 @@ def test_roofline_counts_the_models_parameters(name: str) -> None:
     with torch.device("meta"):
         model = Transformer(PRESETS[name])
     assert roofline.non_embedding_params(PRESETS[name]) == count_params(model)[1]
+
+
+def test_node_refuses_what_it_cannot_run_in_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.inference import bench
+
+    for argv, message in (
+            (["--device", "cuda"] if not torch.cuda.is_available() else ["--context", "2000"],
+             "no CUDA device here" if not torch.cuda.is_available() else "exceed"),
+            (["--context", "1000", "--decode-tokens", "100"], "1102 tokens exceed the tiny")):
+        with pytest.raises(SystemExit) as stop:
+            bench.main(["run", "--parts", str(tmp_path), *argv])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
