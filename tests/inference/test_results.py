@@ -15,6 +15,7 @@ from benchmarks.inference import bench, roofline
 from benchmarks.record import read_record
 from toolkit.results import metrics as m
 from toolkit.results.history import load_series
+from toolkit.results.prometheus import write_textfile
 from toolkit.results.report import render_report
 from toolkit.results.store import ResultStore
 
@@ -84,6 +85,12 @@ def test_store_headline_trend_and_report_plot(tmp_path: Path) -> None:
         assert {s.key.where for s in series} == {"batch 1", "batch 64"}
         assert all(len(s.points) == 2 for s in series)
         html = render_report(store).html
+        prom, _ = write_textfile(store, tmp_path / "pctk.prom", 0.1)
+    text = prom.read_text()
+    labels = 'cluster="infer-a",instance_type="p5.48xlarge"'
+    assert f'pctk_inference_decode_roofline_ratio{{batch="1",{labels}}} 0.5' in text
+    assert f'pctk_inference_ttft_seconds{{{labels},prompt_len="2048"}} 0.05' in text
+    assert f"pctk_inference_usd_per_million_output_tokens{{{labels}}} 1.16" in text
     section = html.split("Inference: decode throughput and roofline", 1)[1]
     assert 'alt="decode tokens per second against batch size, with the memory-bandwidth ' \
            'roofline" data-points="2"' in section
