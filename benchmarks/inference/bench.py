@@ -100,7 +100,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every figure of this node; torch is imported here only."""
     import torch
 
-    from benchmarks.fsdp.model import Transformer
     from benchmarks.inference.kvcache import KVCache, forward
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -122,10 +121,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         args.mem_bw_tbps = args.mem_bw_tbps or roofline.MEM_BW_TBPS.get(name.strip())
         args.peak_tflops = args.peak_tflops or peak_tflops_for(name)
+    if use_cuda:
+        total = torch.cuda.get_device_properties(device).total_memory
+        if (need := roofline.total_param_bytes(shape, 2)) > 0.9 * total:
+            refuse(f"the {args.model} shape's bf16 weights ({need / 2**30:.0f} GiB) do not fit "
+                   f"one {name} ({total / 2**30:.0f} GiB): tensor parallel is not built; "
+                   "use a smaller --model")
     torch.manual_seed(args.seed)
-    with torch.device(device):
-        model = Transformer(shape)
-    model = model.to(dtype).eval()
+    model = build_model(args.model, dtype, device)
     gen = torch.Generator(device=device).manual_seed(args.seed)
 
     def sync() -> None:
@@ -173,6 +176,24 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     out["peak_memory_gib"] = (torch.cuda.max_memory_allocated(device) / 2**30 if use_cuda
                               else None)
     return out
+
+
+def build_model(model_name: str, dtype: Any, device: Any) -> Any:
+    """Random weights straight in ``dtype`` on ``device`` (no full-precision copy first); the
+    rotary angles stay float32, as in training."""
+    import torch
+
+    from benchmarks.fsdp.model import Transformer, rope_frequencies
+
+    shape = PRESETS[model_name]
+    with torch.device("meta"):
+        model = Transformer(shape)
+    model = model.to_empty(device=device).to(dtype)
+    model.init_weights()
+    model.register_buffer("freqs", rope_frequencies(shape.head_dim, shape.max_seq_len,
+                                                    shape.rope_theta).to(device),
+                          persistent=False)
+    return model.eval()
 
 
 def _decode(model: Any, forward: Any, kv: Any, batch: int, args: argparse.Namespace,

@@ -40,6 +40,11 @@ def non_embedding_params(args: ModelArgs) -> int:
     return args.n_layers * block + args.dim + args.dim * args.vocab_size
 
 
+def total_param_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
+    """Every weight held in memory, the input embedding included."""
+    return (non_embedding_params(args) + args.vocab_size * args.dim) * dtype_bytes
+
+
 def weight_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
     """Bytes of weights read per decode step."""
     return non_embedding_params(args) * dtype_bytes

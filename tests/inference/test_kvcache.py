@@ -68,3 +68,18 @@ def test_node_refuses_what_it_cannot_run_in_one_line(tmp_path, capsys) -> None: 
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_benchmark_model_is_built_in_its_dtype_with_float32_rotary_angles() -> None:
+    from benchmarks.fsdp.model import rope_frequencies
+    from benchmarks.inference.bench import build_model
+
+    model = build_model("tiny", torch.bfloat16, torch.device("cpu"))
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    a = PRESETS["tiny"]
+    torch.testing.assert_close(model.get_buffer("freqs"),
+                               rope_frequencies(a.head_dim, a.max_seq_len, a.rope_theta))
+    assert model.layers["0"].attention.wq.weight.float().std() > 0.01  # initialised
+    with torch.device("meta"):
+        full = Transformer(a)
+    assert roofline.total_param_bytes(a, 2) == 2 * count_params(full)[0]
