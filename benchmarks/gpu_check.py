@@ -25,8 +25,9 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
    GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
    CUDA graphs (-G), and compares it with the sweep per size at large sizes.
 9. ``inference``: ``benchmarks.inference.bench`` offline, the 1b shape, decode at batch 1
-   and 32 after 512 cached tokens (bandwidth and peak from the device name), merged into the
-   record ``inference.json``; prints the fraction of the HBM roofline at each batch.
+   and 32 after 512 cached tokens (bandwidth and peak from the device name), eager
+   (``inference.json``) and replayed from CUDA graphs (``inference-graph.json``); prints the
+   fraction of the HBM roofline at each batch for both.
 
 Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
 in both tools and the comparison is by time and algbw. At the end one table sets the
@@ -173,13 +174,15 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
         libs = os.pathsep.join(x for x in (str(out / "nccl-tests-build" / "nccl" / "lib"),
                                             os.environ.get("LD_LIBRARY_PATH")) if x)
         steps["nccl_tests"] = Step("nccl_tests", nccl, 180, {"LD_LIBRARY_PATH": libs})
-    parts = str(out / "inference-parts")
-    steps["inference"] = Step("inference", [
-        [py, "-m", "benchmarks.inference.bench", "run", "--model", "1b", "--prompt-lens",
-         "512,2048", "--batch-sizes", "1,32", "--context", "512", "--decode-tokens", "64",
-         "--device", "cuda", "--parts", parts],
-        [py, "-m", "benchmarks.inference.bench", "merge", "--parts", parts, "--out",
-         str(out / "inference.json")]], 120)
+    infer = []
+    for name, graph in (("inference", []), ("inference-graph", ["--cuda-graph"])):
+        parts = str(out / f"{name}-parts")
+        infer += [[py, "-m", "benchmarks.inference.bench", "run", "--model", "1b",
+                   "--prompt-lens", "512,2048", "--batch-sizes", "1,32", "--context", "512",
+                   "--decode-tokens", "64", "--device", "cuda", *graph, "--parts", parts],
+                  [py, "-m", "benchmarks.inference.bench", "merge", "--parts", parts, "--out",
+                   str(out / f"{name}.json")]]
+    steps["inference"] = Step("inference", infer, 150)
     if skip_reason("plain") is not None:
         del steps["plain"]
     if skip_reason("torchtitan") is None:
@@ -343,8 +346,10 @@ def main(argv: list[str] | None = None) -> int:
               + (f"  ({notes})" if notes else ""))
     for name in skipped(a.steps, steps):
         print(f"skip {name}: {skip_reason(name)}")
-    if (roof := _inference_lines(a.out_dir / "inference.json")):
-        print("--- inference, 1b decode against the HBM roofline\n" + "\n".join(roof))
+    for name, path in (("eager", "inference.json"), ("CUDA graph", "inference-graph.json")):
+        if (roof := _inference_lines(a.out_dir / path)):
+            print(f"--- inference, 1b decode ({name}) against the HBM roofline\n"
+                  + "\n".join(roof))
     for name in ("health.log",):
         path = a.out_dir / name
         if path.is_file():

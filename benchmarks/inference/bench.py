@@ -69,6 +69,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--output-len", type=_positive, default=256,
                      help="tokens per sample in the test-time compute run")
     run.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    run.add_argument("--cuda-graph", action="store_true",
+                     help="decode steps replayed from one CUDA graph per batch size (GPU only)")
     run.add_argument("--mem-bw-tbps", type=float, default=None,
                      help="GPU memory bandwidth, TB/s (the driver passes the catalog's)")
     run.add_argument("--peak-tflops", type=float, default=None,
@@ -104,6 +106,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.device == "cuda" and not torch.cuda.is_available():
         refuse("--device cuda: no CUDA device here")
+    if args.cuda_graph and (args.device == "cpu" or not torch.cuda.is_available()):
+        refuse("--cuda-graph needs a CUDA device")
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if use_cuda \
         else torch.device("cpu")
@@ -204,9 +208,18 @@ def _decode(model: Any, forward: Any, kv: Any, batch: int, args: argparse.Namesp
     state = {"next": forward(model, prompt(batch, args.context), cache, 0)[:, -1:].argmax(-1),
              "pos": args.context}
 
-    def step() -> None:
-        state["next"] = forward(model, state["next"], cache, state["pos"]).argmax(-1)
-        state["pos"] += 1
+    if args.cuda_graph:
+        from benchmarks.inference.kvcache import GraphedDecode
+
+        graphed = GraphedDecode(model, cache, batch, args.context)
+
+        def step() -> None:
+            state["next"] = graphed(state["next"], state["pos"]).argmax(-1)
+            state["pos"] += 1
+    else:
+        def step() -> None:
+            state["next"] = forward(model, state["next"], cache, state["pos"]).argmax(-1)
+            state["pos"] += 1
 
     for _ in range(args.warmup):
         step()
@@ -293,6 +306,7 @@ def merge(args: argparse.Namespace) -> int:
         "n_params_non_embedding": roofline.non_embedding_params(shape),
         "device": first["device"], "device_name": first["device_name"],
         "dtype": first["dtype"], "nodes_measured": len(parts),
+        "decode_path": "cuda-graph" if settings.get("cuda_graph") else "eager",
         **{k: settings[k] for k in ("prompt_lens", "batch_sizes", "context", "decode_tokens",
                                     "warmup", "repeats", "samples", "output_len",
                                     "mem_bw_tbps", "peak_tflops")}},

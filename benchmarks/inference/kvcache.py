@@ -18,7 +18,8 @@ from benchmarks.fsdp.model import Attention, Transformer, TransformerBlock, appl
 
 @dataclass
 class KVCache:
-    """Preallocated K and V per layer, (batch, kv_heads, max_len, head_dim) each."""
+    """Preallocated K and V per layer, (batch, kv_heads, max_len, head_dim) each; zeros, as
+    masked positions are still multiplied by zero weights (NaN garbage would spread)."""
 
     k: list[torch.Tensor]
     v: list[torch.Tensor]
@@ -28,8 +29,8 @@ class KVCache:
               device: torch.device) -> KVCache:
         a = model.args
         shape = (batch, a.n_kv_heads, max_len, a.head_dim)
-        return cls([torch.empty(shape, dtype=dtype, device=device) for _ in range(a.n_layers)],
-                   [torch.empty(shape, dtype=dtype, device=device) for _ in range(a.n_layers)])
+        return cls([torch.zeros(shape, dtype=dtype, device=device) for _ in range(a.n_layers)],
+                   [torch.zeros(shape, dtype=dtype, device=device) for _ in range(a.n_layers)])
 
     @property
     def nbytes(self) -> int:
@@ -39,7 +40,7 @@ class KVCache:
         """A cache for ``batch`` sequences of up to ``max_len`` tokens that all start from
         sequence 0's first ``length`` tokens (n samples of one prompt share its prefill)."""
         def grow(t: torch.Tensor) -> torch.Tensor:
-            out = torch.empty((batch, t.shape[1], max_len, t.shape[3]), dtype=t.dtype,
+            out = torch.zeros((batch, t.shape[1], max_len, t.shape[3]), dtype=t.dtype,
                               device=t.device)
             out[:, :, :length] = t[:1, :, :length]
             return out
@@ -78,3 +79,55 @@ def forward(model: Transformer, tokens: torch.Tensor, cache: KVCache, pos: int) 
                            cache.v[i], pos)
         h = h + block.feed_forward(block.ffn_norm(h))
     return model.output(model.norm(h))
+
+
+def decode_static(model: Transformer, token: torch.Tensor, cache: KVCache,
+                  pos: torch.Tensor) -> torch.Tensor:
+    """One decode step with every shape fixed, the position a 0-d tensor: the cache is written
+    with ``index_copy_`` and attention runs over the whole cache with a mask of the filled
+    positions. Same logits as :func:`forward` at ``pos``; capturable in a CUDA graph."""
+    where = pos.view(1)
+    freqs = model.get_buffer("freqs").index_select(0, where)
+    filled = (torch.arange(cache.k[0].shape[2], device=token.device) <= pos).view(1, -1)
+    h = model.tok_embeddings(token)
+    for i, block in enumerate(model.layers.values()):
+        assert isinstance(block, TransformerBlock)
+        attn, x = block.attention, block.attention_norm(h)
+        bsz = x.shape[0]
+        q = attn.wq(x).view(bsz, 1, attn.n_heads, attn.head_dim)
+        k = attn.wk(x).view(bsz, 1, attn.n_kv_heads, attn.head_dim)
+        v = attn.wv(x).view(bsz, 1, attn.n_kv_heads, attn.head_dim)
+        q, k = apply_rope(q, freqs), apply_rope(k, freqs)
+        cache.k[i].index_copy_(2, where, k.transpose(1, 2))
+        cache.v[i].index_copy_(2, where, v.transpose(1, 2))
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2), cache.k[i], cache.v[i], attn_mask=filled,
+            enable_gqa=attn.n_kv_heads != attn.n_heads)
+        h = h + attn.wo(out.transpose(1, 2).reshape(bsz, 1, -1))
+        h = h + block.feed_forward(block.ffn_norm(h))
+    return model.output(model.norm(h))
+
+
+class GraphedDecode:
+    """:func:`decode_static` captured once in a CUDA graph and replayed per token: one launch
+    per step instead of one per kernel (decode at small batch is bound by launches)."""
+
+    def __init__(self, model: Transformer, cache: KVCache, batch: int, pos: int):
+        device = cache.k[0].device
+        self.token = torch.zeros((batch, 1), dtype=torch.long, device=device)
+        self.pos = torch.tensor(pos, device=device)
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):  # warm-up off the capture, as torch's docs ask
+            for _ in range(2):
+                decode_static(model, self.token, cache, self.pos)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = decode_static(model, self.token, cache, self.pos)
+
+    def __call__(self, token: torch.Tensor, pos: int) -> torch.Tensor:
+        self.token.copy_(token)
+        self.pos.fill_(pos)
+        self.graph.replay()
+        return self.logits

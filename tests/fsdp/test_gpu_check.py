@@ -45,6 +45,7 @@ def test_dry_run_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert "-m benchmarks.inference.bench run --model 1b --prompt-lens 512,2048 " \
            "--batch-sizes 1,32 --context 512 --decode-tokens 64 --device cuda" in out
     assert "-m benchmarks.inference.bench merge --parts " in out
+    assert "--device cuda --cuda-graph --parts " in out
 
 
 def test_nccl_tests_runs_like_the_sweep_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

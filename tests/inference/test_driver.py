@@ -25,12 +25,13 @@ TWIN_ARGS = ["--model", "tiny", "--partition", "cpu", "--gpus-per-node", "0",
 
 def test_instance_type_gives_roofline_figures_gpus_and_price(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "inference", "--instance-type", "p5.48xlarge",
-                                      "--samples", "8", "--dry-run", "--run-dir", "/x"])
+                                      "--samples", "8", "--cuda-graph", "--dry-run",
+                                      "--run-dir", "/x"])
     assert result.exit_code == 0, result.output
     out = result.output
     assert "#SBATCH --gpus-per-node=1" in out and "#SBATCH --nodes=1" in out
     assert "--model 1b --prompt-lens 128,512,2048 --batch-sizes 1,8,32,64" in out
-    assert "--mem-bw-tbps 3.35 --peak-tflops 989.0" in out
+    assert "--mem-bw-tbps 3.35 --peak-tflops 989.0" in out and " --cuda-graph " in out
     assert "merge --parts /x/parts --out /x/record.json --gpus-per-node 8 " \
            "--price-usd-per-hour 55.04" in out
     script = tmp_path / "inference.sbatch"
@@ -47,6 +48,7 @@ def test_instance_type_gives_roofline_figures_gpus_and_price(tmp_path: Path) -> 
     (["--model", "tiny", "--prompt-lens", "4096"], "4096 tokens exceed the tiny shape's"),
     (["--run-dir", "/fsx/my runs"], "no whitespace"),
     (["--instance-type", "p9.huge"], "not in the pctk catalog"),
+    (["--cuda-graph", "--gpus-per-node", "0"], "--cuda-graph needs a GPU"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

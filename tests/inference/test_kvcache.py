@@ -62,7 +62,9 @@ def test_node_refuses_what_it_cannot_run_in_one_line(tmp_path, capsys) -> None: 
     for argv, message in (
             (["--device", "cuda"] if not torch.cuda.is_available() else ["--context", "2000"],
              "no CUDA device here" if not torch.cuda.is_available() else "exceed"),
-            (["--context", "1000", "--decode-tokens", "100"], "1102 tokens exceed the tiny")):
+            (["--context", "1000", "--decode-tokens", "100"], "1102 tokens exceed the tiny"),
+            *([(["--cuda-graph"], "--cuda-graph needs a CUDA device")]
+              if not torch.cuda.is_available() else [])):
         with pytest.raises(SystemExit) as stop:
             bench.main(["run", "--parts", str(tmp_path), *argv])
         assert stop.value.code == 2
@@ -83,3 +85,18 @@ def test_benchmark_model_is_built_in_its_dtype_with_float32_rotary_angles() -> N
     with torch.device("meta"):
         full = Transformer(a)
     assert roofline.total_param_bytes(a, 2) == 2 * count_params(full)[0]
+
+
+def test_static_decode_matches_the_dynamic_one(model: Transformer) -> None:
+    from benchmarks.inference.kvcache import decode_static
+
+    tokens = torch.randint(0, 512, (2, 14))
+    with torch.no_grad():
+        full = model(tokens)
+        cache = KVCache.empty(model, 2, 20, torch.float32, torch.device("cpu"))
+        cache.k[0].fill_(1e4)  # unfilled positions are masked out
+        cache.v[0].fill_(1e4)
+        forward(model, tokens[:, :9], cache, 0)
+        steps = [decode_static(model, tokens[:, p:p + 1], cache, torch.tensor(p))
+                 for p in range(9, 14)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 9:], rtol=1e-4, atol=1e-4)

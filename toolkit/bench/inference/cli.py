@@ -44,6 +44,8 @@ def inference_command(
         None, help="GPUs to request per node (GRES); 0 for CPU partitions [1 with a GPU "
         "--instance-type, else 0]."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
+    cuda_graph: bool = typer.Option(
+        False, "--cuda-graph", help="Replay each decode step from a CUDA graph (GPU only)."),
     mem_bw_tbps: float | None = typer.Option(
         None, help="GPU memory bandwidth, TB/s [from --instance-type]."),
     peak_tflops: float | None = typer.Option(
@@ -66,7 +68,8 @@ def inference_command(
                           batch_sizes=batch_sizes, context=context, decode_tokens=decode_tokens,
                           samples=samples, output_len=output_len, partition=partition,
                           instance_type=instance_type, gpus_per_node=gpus_per_node,
-                          device=device, mem_bw_tbps=mem_bw_tbps, peak_tflops=peak_tflops,
+                          device=device, cuda_graph=cuda_graph, mem_bw_tbps=mem_bw_tbps,
+                          peak_tflops=peak_tflops,
                           time_limit=time_limit, run_dir=run_dir)
         if dry_run:
             typer.echo(driver.render_sbatch(job), nl=False)

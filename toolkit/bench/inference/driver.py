@@ -52,6 +52,7 @@ class InferenceJob:
     samples: int = 0
     output_len: int = 1024
     device: str = "auto"
+    cuda_graph: bool = False
     mem_bw_tbps: float | None = None
     peak_tflops: float | None = None
     price_usd_per_hour: float | None = None
@@ -68,6 +69,8 @@ class InferenceJob:
                 "--batch-sizes", _csv(self.batch_sizes), "--context", str(self.context),
                 "--decode-tokens", str(self.decode_tokens), "--device", self.device,
                 "--parts", str(self.run_dir / "parts")]
+        if self.cuda_graph:
+            args.append("--cuda-graph")
         if self.samples:
             args += ["--samples", str(self.samples), "--output-len", str(self.output_len)]
         if self.mem_bw_tbps:
@@ -122,7 +125,8 @@ def plan(*, mode: str, model: str, nodes: int, prompt_lens: str | None,
          output_len: int | None,
          partition: str | None, instance_type: str | None, gpus_per_node: int | None,
          device: str, mem_bw_tbps: float | None, peak_tflops: float | None,
-         time_limit: str | None, run_dir: Path | None) -> InferenceJob:
+         time_limit: str | None, run_dir: Path | None, cuda_graph: bool = False
+         ) -> InferenceJob:
     """The job, validated; bandwidth, peak, GPU count and price from ``instance_type``."""
     if mode not in MODES:
         raise PctkError(f"--mode {mode!r} is not available",
@@ -148,6 +152,7 @@ def plan(*, mode: str, model: str, nodes: int, prompt_lens: str | None,
         prompt_lens=parse_ints(prompt_lens, "--prompt-lens"),
         batch_sizes=parse_ints(batch_sizes, "--batch-sizes"), context=context,
         decode_tokens=decode_tokens, samples=samples, output_len=output_len, device=device,
+        cuda_graph=cuda_graph,
         mem_bw_tbps=mem_bw_tbps, peak_tflops=peak_tflops, price_usd_per_hour=price,
         time_limit=time_limit)
     validate(job)
@@ -163,6 +168,8 @@ def validate(job: InferenceJob) -> None:
         raise PctkError("--samples and --gpus-per-node cannot be negative")
     if job.device not in ("auto", "cuda", "cpu"):
         raise PctkError(f"--device {job.device!r} is not auto, cuda or cpu")
+    if job.cuda_graph and (job.device == "cpu" or job.gpus_per_node == 0):
+        raise PctkError("--cuda-graph needs a GPU", "drop it, or request GPUs (--gpus-per-node)")
     longest = max(max(job.prompt_lens), job.context + job.decode_tokens + 2,
                   job.context + job.output_len if job.samples else 0)
     if longest > shape.max_seq_len:
@@ -224,7 +231,8 @@ def run(job: InferenceJob, *, wait_for_it: bool = True, timeout: float | None = 
 def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
     p, m = rec["params"], rec["metrics"]
     rows = [("model", f"{p['model']} ({p['n_params_non_embedding'] / 1e6:,.2f}M params "
-                      f"without the embedding), {p['dtype']} on {p['device_name']}")]
+                      f"without the embedding), {p['dtype']} on {p['device_name']}, decode "
+                      f"{p.get('decode_path', 'eager')}")]
     for r in m.get("prefill", []):
         rows.append((f"prefill {r['prompt_len']}",
                      f"TTFT {r['ttft_s'] * 1e3:.2f} ms, {r['tokens_per_s']:,.0f} tokens/s"))
