@@ -27,7 +27,9 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
 9. ``inference``: ``benchmarks.inference.bench`` offline, the 1b shape, decode at batch 1
    and 32 after 512 cached tokens (bandwidth and peak from the device name), eager
    (``inference.json``) and replayed from CUDA graphs (``inference-graph.json``); prints the
-   fraction of the HBM roofline at each batch for both.
+   fraction of the HBM roofline at each batch for both; then transformers' ``generate`` on the
+   same shape and batches (``benchmarks.reference.generate_peer``, ``generate.json``) and the
+   ratios of pctk's decode tokens/s to it.
 
 Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
 in both tools and the comparison is by time and algbw. At the end one table sets the
@@ -182,7 +184,11 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
                    "--decode-tokens", "64", "--device", "cuda", *graph, "--parts", parts],
                   [py, "-m", "benchmarks.inference.bench", "merge", "--parts", parts, "--out",
                    str(out / f"{name}.json")]]
-    steps["inference"] = Step("inference", infer, 150)
+    if skip_reason("plain") is None:  # transformers' generate on the same shape and batches
+        infer.append([py, "-m", "benchmarks.reference.generate_peer", "--model", "1b",
+                      "--batch-sizes", "1,32", "--context", "512", "--decode-tokens", "64",
+                      "--device", "cuda", "--out", str(out / "generate.json")])
+    steps["inference"] = Step("inference", infer, 180)
     if skip_reason("plain") is not None:
         del steps["plain"]
     if skip_reason("torchtitan") is None:
@@ -350,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
         if (roof := _inference_lines(a.out_dir / path)):
             print(f"--- inference, 1b decode ({name}) against the HBM roofline\n"
                   + "\n".join(roof))
+    if (side := inference_side_by_side(a.out_dir)):
+        print("--- inference, decode tokens/s: pctk against transformers' generate\n"
+              + "\n".join(side))
     for name in ("health.log",):
         path = a.out_dir / name
         if path.is_file():
@@ -374,6 +383,27 @@ def _inference_lines(path: Path) -> list[str]:
         return list(json.loads(path.read_text())["verdict"]["reasons"])
     except (OSError, ValueError, KeyError, TypeError):
         return []
+
+
+def inference_side_by_side(out: Path) -> list[str]:
+    """Per batch: pctk's decode tokens/s eager and graphed, generate's, and the ratios."""
+    runs: dict[str, dict[int, float]] = {}
+    for label, name in (("eager", "inference.json"), ("graph", "inference-graph.json"),
+                        ("generate", "generate.json")):
+        metrics = _metrics(out / name) or {}
+        runs[label] = {r["batch"]: r["tokens_per_s"] for r in metrics.get("decode", [])
+                       if isinstance(r, dict) and "batch" in r and "tokens_per_s" in r}
+    ref = runs["generate"]
+    if not ref:
+        return []
+    lines = [f"{'batch':>5} {'eager':>10} {'graph':>10} {'generate':>10} {'eager/gen':>9} "
+             f"{'graph/gen':>9}"]
+    nan = float("nan")
+    for batch in sorted(ref):
+        eager, graph = runs["eager"].get(batch, nan), runs["graph"].get(batch, nan)
+        lines.append(f"{batch:>5} {eager:>10,.0f} {graph:>10,.0f} {ref[batch]:>10,.0f} "
+                     f"{eager / ref[batch]:>9.2f} {graph / ref[batch]:>9.2f}")
+    return lines
 
 
 def skipped(wanted: list[str], planned: list[Step]) -> list[str]:

@@ -46,6 +46,7 @@ def test_dry_run_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
            "--batch-sizes 1,32 --context 512 --decode-tokens 64 --device cuda" in out
     assert "-m benchmarks.inference.bench merge --parts " in out
     assert "--device cuda --cuda-graph --parts " in out
+    assert "-m benchmarks.reference.generate_peer --model 1b --batch-sizes 1,32" in out
 
 
 def test_nccl_tests_runs_like_the_sweep_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
