@@ -66,6 +66,19 @@ def test_merge_judges_the_roofline_and_prices_a_million_tokens(tmp_path: Path) -
     assert tt["usd_per_million_output_tokens"] == pytest.approx(1.1665, abs=1e-4)
 
 
+def test_compare_flags_a_decode_drop(tmp_path: Path) -> None:
+    from toolkit.results.compare import compare_records
+
+    base, now = merged(tmp_path, 0.5), merged(tmp_path, 0.4)
+    got = compare_records(now, base, 0.1)
+    points = {(p.metric, p.where): p for p in got.points}
+    assert set(points) == {("decode_tokens_per_s", "batch 1"),
+                           ("decode_tokens_per_s", "batch 64"),
+                           ("prefill_tokens_per_s", "prompt 2048")}
+    assert points[("decode_tokens_per_s", "batch 1")].change == pytest.approx(-0.2)
+    assert [p.where for p in got.regressions] == ["batch 1", "batch 64"]
+
+
 def test_merge_without_parts_is_exit_2(tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["merge", "--parts", str(tmp_path), "--out", str(tmp_path / "r")]) == 2

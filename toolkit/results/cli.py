@@ -310,7 +310,8 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
     if against:
         raise PctkError("--against needs a result ID to compare", "pass ID before --against")
     comparisons = []
-    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage"]:
+    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage",
+                                  "inference"]:
         for current in latest_of_each_group(store, k):
             key = group_key(current)
             if (cluster is not None and key[0] != cluster) or (
