@@ -47,9 +47,9 @@ def inference_command(
     cuda_graph: bool = typer.Option(
         False, "--cuda-graph", help="Replay each decode step from a CUDA graph (GPU only)."),
     mem_bw_tbps: float | None = typer.Option(
-        None, help="GPU memory bandwidth, TB/s [from --instance-type]."),
+        None, help="GPU memory bandwidth, TB/s (default: from --instance-type)."),
     peak_tflops: float | None = typer.Option(
-        None, help="GPU dense bf16 peak, TFLOP/s [from --instance-type]."),
+        None, help="GPU dense bf16 peak, TFLOP/s (default: from --instance-type)."),
     time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
     run_dir: Path | None = typer.Option(
         None, help="Shared folder for script, logs, record "
