@@ -27,6 +27,12 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
    or uses a built ``all_reduce_perf`` (``NCCL_TESTS_BIN`` or PATH), runs it on the same
    GPUs in one process (-g N, -a 1: mean over ranks like the sweep), with and without its own
    CUDA graphs (-G), and compares it with the sweep per size at large sizes.
+9. ``inference``: ``benchmarks.inference.bench`` offline, the 1b shape, decode at batch 1
+   and 32 after 512 cached tokens (bandwidth and peak from the device name), eager
+   (``inference.json``) and replayed from CUDA graphs (``inference-graph.json``); prints the
+   fraction of the HBM roofline at each batch for both; then transformers' ``generate`` on the
+   same shape and batches (``benchmarks.reference.generate_peer``, ``generate.json``) and the
+   ratios of pctk's decode tokens/s to it.
 
 Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
 in both tools and the comparison is by time and algbw. At the end one table sets the
@@ -59,7 +65,8 @@ from typing import Any
 from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("env", "health", "fsdp", "breakdown", "plain", "fp8", "torchtitan", "sweep", "nccl_tests")
+STEPS = ("env", "health", "fsdp", "breakdown", "plain", "fp8", "torchtitan", "sweep",
+         "nccl_tests", "inference")
 TRAIN_RECORDS = {"fsdp": "fsdp.json", "plain": "plain.json", "fp8": "fp8.json",
                  "torchtitan": "titan.json"}
 TARGETS = {"mfu": 0.50, "vs_plain": 1.10, "memory_vs_plain": 1.05, "vs_torchtitan": 1.0}
@@ -180,6 +187,19 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
         libs = os.pathsep.join(x for x in (str(out / "nccl-tests-build" / "nccl" / "lib"),
                                             os.environ.get("LD_LIBRARY_PATH")) if x)
         steps["nccl_tests"] = Step("nccl_tests", nccl, 180, {"LD_LIBRARY_PATH": libs})
+    infer = []
+    for name, graph in (("inference", []), ("inference-graph", ["--cuda-graph"])):
+        parts = str(out / f"{name}-parts")
+        infer += [[py, "-m", "benchmarks.inference.bench", "run", "--model", "1b",
+                   "--prompt-lens", "512,2048", "--batch-sizes", "1,32", "--context", "512",
+                   "--decode-tokens", "64", "--device", "cuda", *graph, "--parts", parts],
+                  [py, "-m", "benchmarks.inference.bench", "merge", "--parts", parts, "--out",
+                   str(out / f"{name}.json")]]
+    if skip_reason("plain") is None:  # transformers' generate on the same shape and batches
+        infer.append([py, "-m", "benchmarks.reference.generate_peer", "--model", "1b",
+                      "--batch-sizes", "1,32", "--context", "512", "--decode-tokens", "64",
+                      "--device", "cuda", "--out", str(out / "generate.json")])
+    steps["inference"] = Step("inference", infer, 180)
     if skip_reason("plain") is not None:
         del steps["plain"]
     if skip_reason("torchtitan") is None:
@@ -343,6 +363,13 @@ def main(argv: list[str] | None = None) -> int:
               + (f"  ({notes})" if notes else ""))
     for name in skipped(a.steps, steps):
         print(f"skip {name}: {skip_reason(name)}")
+    for name, path in (("eager", "inference.json"), ("CUDA graph", "inference-graph.json")):
+        if (roof := _inference_lines(a.out_dir / path)):
+            print(f"--- inference, 1b decode ({name}) against the HBM roofline\n"
+                  + "\n".join(roof))
+    if (side := inference_side_by_side(a.out_dir)):
+        print("--- inference, decode tokens/s: pctk against transformers' generate\n"
+              + "\n".join(side))
     for name in ("breakdown.log", "health.log"):
         path = a.out_dir / name
         if path.is_file():
@@ -359,6 +386,35 @@ def main(argv: list[str] | None = None) -> int:
         {"steps": summary, "comparison": comparison, "gpus": gpus, "training": table,
          "ratios": ratios, "targets": TARGETS, "records": records}, indent=1))
     return 0 if all(s["ok"] for s in summary) else 1
+
+
+def _inference_lines(path: Path) -> list[str]:
+    """The inference record's verdict lines: the fraction of each bound reached."""
+    try:
+        return list(json.loads(path.read_text())["verdict"]["reasons"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def inference_side_by_side(out: Path) -> list[str]:
+    """Per batch: pctk's decode tokens/s eager and graphed, generate's, and the ratios."""
+    runs: dict[str, dict[int, float]] = {}
+    for label, name in (("eager", "inference.json"), ("graph", "inference-graph.json"),
+                        ("generate", "generate.json")):
+        metrics = _metrics(out / name) or {}
+        runs[label] = {r["batch"]: r["tokens_per_s"] for r in metrics.get("decode", [])
+                       if isinstance(r, dict) and "batch" in r and "tokens_per_s" in r}
+    ref = runs["generate"]
+    if not ref:
+        return []
+    lines = [f"{'batch':>5} {'eager':>10} {'graph':>10} {'generate':>10} {'eager/gen':>9} "
+             f"{'graph/gen':>9}"]
+    nan = float("nan")
+    for batch in sorted(ref):
+        eager, graph = runs["eager"].get(batch, nan), runs["graph"].get(batch, nan)
+        lines.append(f"{batch:>5} {eager:>10,.0f} {graph:>10,.0f} {ref[batch]:>10,.0f} "
+                     f"{eager / ref[batch]:>9.2f} {graph / ref[batch]:>9.2f}")
+    return lines
 
 
 def skipped(wanted: list[str], planned: list[Step]) -> list[str]:

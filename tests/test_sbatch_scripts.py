@@ -69,3 +69,19 @@ def test_health_sweep_sbatch_runs_on_every_node(twin, tmp_path):
     assert twin.wait(job, timeout=300) in ("COMPLETED", "FAILED")
     reports = sorted(p.stem for p in (tmp_path / "reports").glob("*.json"))
     assert reports == ["cpu-dy-c5-1", "cpu-dy-c5-2"]
+
+
+@pytest.mark.twin
+def test_inference_sbatch_runs_on_cpu_nodes(twin, tmp_path):
+    job = _sbatch(twin, "--nodes=2", "--gpus-per-node=0", "--partition=cpu",
+                  f"--output={tmp_path}/i-%j.out",
+                  f"--export=ALL,PCTK_RUN_DIR={tmp_path}/run,PCTK_PRICE_USD_PER_HOUR=0.68",
+                  str(REPO / "sbatch" / "inference.sbatch"),
+                  "--model", "tiny", "--prompt-lens", "16", "--batch-sizes", "1,2",
+                  "--context", "16", "--decode-tokens", "4", "--samples", "2",
+                  "--output-len", "8")
+    assert twin.wait(job, timeout=300) == "COMPLETED", (tmp_path / f"i-{job}.out").read_text()
+    rec = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert rec["kind"] == "inference" and rec["params"]["nodes_measured"] == 2
+    assert [r["batch"] for r in rec["metrics"]["decode"]] == [1, 2]
+    assert rec["metrics"]["test_time"]["usd_per_million_output_tokens"] > 0

@@ -32,6 +32,7 @@ class Accelerator:
     gres_type: str  # Slurm GRES type, lowercase
     peak_bf16_tflops: float  # dense, per accelerator
     peak_fp8_tflops: float | None = None  # dense; None without FP8 tensor cores
+    mem_bw_tbps: float | None = None  # memory bandwidth, TB/s (10^12 bytes/s); None: not stated
 
     @property
     def memory_gib(self) -> float:
@@ -109,6 +110,7 @@ def _accelerator(
         peak_bf16_tflops=float(model["peak_bf16_tflops"]),
         peak_fp8_tflops=(float(model["peak_fp8_tflops"]) if "peak_fp8_tflops" in model
                          else None),
+        mem_bw_tbps=float(model["mem_bw_tbps"]) if "mem_bw_tbps" in model else None,
     )
     srcs = {f"accelerator.{k}": list(v) for k, v in model.get("sources", {}).items()}
     unconfirmed = [f"accelerator.{k}" for k in model.get("unconfirmed", [])]
@@ -270,7 +272,9 @@ def refreshed_instance(name: str, spec: dict[str, Any], meta: dict[str, Any]) ->
                           count=int(spec["accelerator"]["count"]),
                           memory_mib=int(spec["accelerator"]["memory_mib"]),
                           gres_type=model["gres_type"],
-                          peak_bf16_tflops=float(model["peak_bf16_tflops"]))
+                          peak_bf16_tflops=float(model["peak_bf16_tflops"]),
+                          mem_bw_tbps=(float(model["mem_bw_tbps"]) if "mem_bw_tbps" in model
+                                       else None))
     figures = ["vcpus", "memory_gib", "network_gbps", "efa_supported", "efa_interfaces"]
     return InstanceType(
         name=name, vcpus=int(spec["vcpus"]), memory_gib=float(spec["memory_gib"]),

@@ -45,6 +45,12 @@ def test_dry_run_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[breakdown," in out
     assert "--nproc-per-node=1 -m benchmarks.fsdp.train --model 1b --device cuda" in out
     assert "-m benchmarks.fsdp.breakdown " in out and "--tolerance 0.05" in out
+    # the 1b decode at batch 1 and 32, judged against the HBM roofline
+    assert "-m benchmarks.inference.bench run --model 1b --prompt-lens 512,2048 " \
+           "--batch-sizes 1,32 --context 512 --decode-tokens 64 --device cuda" in out
+    assert "-m benchmarks.inference.bench merge --parts " in out
+    assert "--device cuda --cuda-graph --parts " in out
+    assert "-m benchmarks.reference.generate_peer --model 1b --batch-sizes 1,32" in out
 
 
 def test_nccl_tests_runs_like_the_sweep_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -17,6 +17,9 @@ BENCH_COMMANDS = (
     LazyCommand("scaling", "toolkit.bench.scaling.cli:scaling_command",
                 "FSDP scaling study: the benchmark at several node counts, a prediction and a "
                 "diagnosis."),
+    LazyCommand("inference", "toolkit.bench.inference.cli:inference_command",
+                "Offline inference benchmark (prefill, decode, TTFT/TPOT, roofline, test-time "
+                "compute cost) through Slurm."),
     LazyCommand("nccl", "toolkit.bench.nccl.cli:app",
                 "nccl-tests: run on the cluster, parse logs, judge, compare, plot."),
     LazyCommand("collectives", "toolkit.bench.collectives.cli:collectives",

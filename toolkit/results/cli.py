@@ -84,7 +84,8 @@ def summary(record: dict[str, Any], baseline_ids: set[str]) -> dict[str, Any]:
 @app.command("list")
 def list_results(
     kind: str | None = typer.Option(None, "--kind",
-                                    help="nccl-tests, collectives, fsdp, storage, health."),
+                                    help="nccl-tests, collectives, fsdp, storage, health, "
+                                    "inference."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
@@ -309,7 +310,8 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
     if against:
         raise PctkError("--against needs a result ID to compare", "pass ID before --against")
     comparisons = []
-    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage"]:
+    for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage",
+                                  "inference"]:
         for current in latest_of_each_group(store, k):
             key = group_key(current)
             if (cluster is not None and key[0] != cluster) or (
@@ -357,9 +359,11 @@ def _value(value: float | str) -> str:
 @app.command("trend")
 def trend(
     kind: str | None = typer.Option(None, "--kind",
-                                    help="nccl-tests, collectives, fsdp, storage, health."),
+                                    help="nccl-tests, collectives, fsdp, storage, health, "
+                                    "inference."),
     metric: str | None = typer.Option(
-        None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count."),
+        None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count, "
+        "decode_tokens_per_s."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),

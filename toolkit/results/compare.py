@@ -148,6 +148,22 @@ def compare_storage(current: dict[str, Any], baseline: dict[str, Any], threshold
                                 change is not None and change < -threshold))
 
 
+def compare_inference(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
+                      out: Comparison) -> None:
+    """Decode tokens/s per batch and prefill tokens/s per prompt length: a drop regresses."""
+    cur, base = m.inference_scalars(current), m.inference_scalars(baseline)
+    for key in sorted(k for k in base if k.endswith("_tokens_per_s")
+                      and k.startswith(("decode_", "prefill_"))):
+        phase, where = key.split("_")[:2]
+        where = f"batch {where[1:]}" if phase == "decode" else f"prompt {where}"
+        if key not in cur:
+            out.notes.append(f"{phase} {where}: in the baseline, not measured now")
+            continue
+        change = _change(cur[key], base[key])
+        out.points.append(Point(f"{phase}_tokens_per_s", where, base[key], cur[key], change,
+                                change is not None and change < -threshold))
+
+
 def compare_records(current: dict[str, Any], baseline: dict[str, Any],
                     threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     if current["kind"] != baseline["kind"]:
@@ -166,6 +182,8 @@ def compare_records(current: dict[str, Any], baseline: dict[str, Any],
         compare_health(current, baseline, out)
     elif current["kind"] == "storage":
         compare_storage(current, baseline, threshold, out)
+    elif current["kind"] == "inference":
+        compare_inference(current, baseline, threshold, out)
     if not out.points and not out.notes:
         out.notes.append("nothing comparable in these two records")
     return out

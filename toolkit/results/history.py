@@ -13,7 +13,7 @@ from toolkit.results.store import ResultStore
 from toolkit.results.trend import Series, build_series
 
 RECENT_RUNS = 10
-KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling")
+KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling", "inference")
 DEFAULT_PARAMS = CusumParams()
 
 

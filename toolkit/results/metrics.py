@@ -162,6 +162,53 @@ def _checkpoint_timings(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def inference_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """An inference record's figures by name: ``decode_b<batch>_tokens_per_s``,
+    ``decode_b<batch>_tpot_s``, ``prefill_<len>_tokens_per_s``, ``ttft_<len>_s``, the
+    roofline fraction ``decode_b<batch>_roofline`` where judged, and
+    ``usd_per_million_output_tokens`` of a test-time compute run."""
+    if record.get("kind") != "inference":
+        return {}
+    metrics = record.get("metrics") or {}
+    out: dict[str, float] = {}
+    for row in _list(metrics.get("decode")):
+        if isinstance(row, dict) and isinstance(batch := row.get("batch"), int):
+            for key, name in (("tokens_per_s", "tokens_per_s"), ("tpot_s", "tpot_s")):
+                if (value := _number(row.get(key))) is not None:
+                    out[f"decode_b{batch}_{name}"] = value
+    for row in _list(metrics.get("prefill")):
+        if isinstance(row, dict) and isinstance(length := row.get("prompt_len"), int):
+            if (value := _number(row.get("tokens_per_s"))) is not None:
+                out[f"prefill_{length}_tokens_per_s"] = value
+            if (value := _number(row.get("ttft_s"))) is not None:
+                out[f"ttft_{length}_s"] = value
+    roof = metrics.get("roofline")
+    if isinstance(roof, dict) and roof.get("judged"):
+        for row in _list(roof.get("decode")):
+            if isinstance(row, dict) and (value := _number(row.get("fraction"))) is not None:
+                out[f"decode_b{row.get('batch')}_roofline"] = value
+    test_time = metrics.get("test_time")
+    if isinstance(test_time, dict):
+        for key in ("usd_per_million_output_tokens", "tokens_per_s"):
+            if (value := _number(test_time.get(key))) is not None:
+                out[f"test_time_{key}"] = value
+    return out
+
+
+def inference_decode_curve(record: dict[str, Any]) -> list[tuple[int, float, float | None]]:
+    """(batch, measured aggregate tokens/s, roofline bound or None) per decode batch size."""
+    metrics = record.get("metrics") or {}
+    roof = metrics.get("roofline") if isinstance(metrics.get("roofline"), dict) else {}
+    bounds = {r.get("batch"): _number(r.get("bound_tokens_per_s"))
+              for r in _list((roof or {}).get("decode")) if isinstance(r, dict)}
+    out = []
+    for row in _list(metrics.get("decode")):
+        if isinstance(row, dict) and isinstance(batch := row.get("batch"), int) and (
+                value := _number(row.get("tokens_per_s"))) is not None:
+            out.append((batch, value, bounds.get(batch)))
+    return sorted(out)
+
+
 def storage_scalars(record: dict[str, Any]) -> dict[str, float]:
     """``<phase>_<figure>`` (``seq_read_mb_per_s``, ``rand_read_iops``...) of a storage
     record's aggregate (stonewall) figures."""
@@ -273,6 +320,18 @@ def headline(record: dict[str, Any]) -> str:
         if "step_time_p50_s" in scalars:
             parts.append(f"step p50 {scalars['step_time_p50_s']:.3f}s")
         return ", ".join(parts) or "no training metrics"
+    if kind == "inference":
+        sc = inference_scalars(record)
+        parts = [f"decode b{b} {tps:,.0f} tok/s" + (
+                     f" ({sc[f'decode_b{b}_roofline']:.0%} of roofline)"
+                     if f"decode_b{b}_roofline" in sc else "")
+                 for b, tps, _ in inference_decode_curve(record)]
+        ttft = sorted((int(k[5:-2]), v) for k, v in sc.items() if k.startswith("ttft_"))
+        if ttft:
+            parts.append(f"TTFT@{ttft[0][0]} {ttft[0][1] * 1e3:.2f} ms")
+        if "test_time_usd_per_million_output_tokens" in sc:
+            parts.append(f"${sc['test_time_usd_per_million_output_tokens']:,.2f}/M output tokens")
+        return ", ".join(parts) or "no inference figures"
     if kind == "storage":
         sc = storage_scalars(record)
         parts = [f"{label} {sc[key]:,.0f} MB/s" for key, label in (

@@ -290,3 +290,26 @@ def write_scaling_pngs(scaling: dict, folder: Path) -> list[Path]:
         path.write_bytes(png_bytes(fig))
         out.append(path)
     return out
+
+
+def inference_throughput(curves: dict[str, list[tuple[int, float, float | None]]]) -> str:
+    """Aggregate decode tokens/s against batch size (log-log), one line per cluster / type,
+    and the roofline bound of each as a dashed line where the record judged one."""
+    fig = Figure(figsize=(6.4, 3.4))
+    ax = fig.add_subplot()
+    for group, points in sorted(curves.items()):
+        batches = [b for b, _, _ in points]
+        line = ax.plot(batches, [v for _, v, _ in points], marker="o", markersize=3,
+                       label=f"{group} measured")[0]
+        bound = [(b, r) for b, _, r in points if r is not None]
+        if bound:
+            ax.plot([b for b, _ in bound], [r for _, r in bound], linestyle="--",
+                    color=line.get_color(), label=f"{group} roofline")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("decode batch size (sequences)")
+    ax.set_ylabel("decode tokens/s (all sequences)")
+    ax.set_title("decode throughput against batch size", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return png_data_uri(fig)

@@ -103,7 +103,7 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
     def family(name: str, help_text: str) -> Family:
         return fams.setdefault(name, Family(name, help_text))
 
-    for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage"):
+    for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage", "inference"):
         for record in store.latest(kind):
             group = _group_labels(record)
             labels = {**group, "kind": kind}
@@ -158,11 +158,40 @@ def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dic
         family("pctk_storage_expected_bytes_per_second",
                "Throughput the shared file system should give: the lower of its provisioned "
                "throughput and the clients' network ceiling.").add(group, expected * 1e6)
+    if record.get("kind") == "inference":
+        _add_inference_samples(record, group, family)
     for node, checks in m.health_matrix(record).items():
         for check, cell in checks.items():
             family("pctk_health_check_status",
                    "Health check status per node: 0 OK, 1 WARN, 2 FAIL, 3 SKIP/UNKNOWN."
                    ).add({**group, "node": node, "check": check}, HEALTH_CODE[cell.status])
+
+
+def _add_inference_samples(record: dict[str, Any], group: dict[str, str], family: Any) -> None:
+    """Decode tokens/s, TPOT and roofline fraction per batch, TTFT per prompt length, and the
+    cost per million output tokens of the latest inference run."""
+    sc = m.inference_scalars(record)
+    for batch, value, _ in m.inference_decode_curve(record):
+        labels = {**group, "batch": str(batch)}
+        family("pctk_inference_decode_tokens_per_second",
+               "Decode tokens per second, all sequences of the batch together.").add(
+            labels, value)
+        if (tpot := sc.get(f"decode_b{batch}_tpot_s")) is not None:
+            family("pctk_inference_tpot_seconds", "Median time per output token.").add(
+                labels, tpot)
+        if (fraction := sc.get(f"decode_b{batch}_roofline")) is not None:
+            family("pctk_inference_decode_roofline_ratio",
+                   "Decode tokens/s over the memory-bandwidth roofline, 0 to 1.").add(
+                labels, fraction)
+    for key, value in sc.items():
+        if key.startswith("ttft_"):
+            family("pctk_inference_ttft_seconds",
+                   "Time to first token (prefill of one prompt).").add(
+                {**group, "prompt_len": key[5:-2]}, value)
+    if (cost := sc.get("test_time_usd_per_million_output_tokens")) is not None:
+        family("pctk_inference_usd_per_million_output_tokens",
+               "On-demand cost of a million output tokens in the test-time compute run."
+               ).add(group, cost)
 
 
 def write_textfile(store: ResultStore, out: Path, threshold: float) -> tuple[Path, int]:

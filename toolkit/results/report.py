@@ -252,6 +252,33 @@ def training_section(store: ResultStore, training: TrainingSeries,
             + table(["cluster / type", "latest run", "figures"], rows))
 
 
+def inference_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
+    """Decode throughput against batch of the latest inference run per cluster / type, with
+    its roofline where one was judged (a GPU with a catalog bandwidth), and its figures."""
+    curves: dict[str, list[tuple[int, float, float | None]]] = {}
+    rows, unjudged = [], []
+    for record in latest_of_each_group(store, "inference"):
+        key = group_key(record)
+        if key not in groups:
+            continue
+        label = group_label(key)
+        if curve := m.inference_decode_curve(record):
+            curves[label] = curve
+            if all(bound is None for _, _, bound in curve):
+                unjudged.append(label)
+        rows.append([f"<td>{esc(label)}{twin_mark([record])}</td>", td(record["created"]),
+                     td(m.headline(record))])
+    if not rows:
+        return '<p class="empty">no inference results</p>'
+    image = _img(plots.inference_throughput(curves), "decode tokens per second against batch "
+                 "size" + (", with the memory-bandwidth roofline" if len(unjudged) < len(curves)
+                           else ""), sum(map(len, curves.values()))) if curves else ""
+    note = (f'<p class="empty">no roofline for {esc(", ".join(unjudged))}: measured on a CPU '
+            "or a GPU without a catalog memory bandwidth</p>" if unjudged else "")
+    return (f'<div class="plots">{image}</div>' + note
+            + table(["cluster / type", "latest run", "figures"], rows))
+
+
 def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     parts = []
     for record in latest_of_each_group(store, "health"):
@@ -286,7 +313,8 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
 
 
 VERDICT_ORDER = ("PASS", "UNKNOWN", "WARN", "FAIL")
-VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling")
+VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling",
+                 "inference")
 
 
 def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) -> str:
@@ -522,6 +550,7 @@ def render_report(store: ResultStore, cluster: str | None = None,
         ("Training: throughput and MFU", training_section(store, training, keys)),
         ("Storage: shared file system throughput", storage_section(storage, keys)),
         ("Scaling: efficiency, step-time breakdown and bottleneck", scaling_section(scaling)),
+        ("Inference: decode throughput and roofline", inference_section(store, keys)),
         ("Node health", health_section(store, keys)),
     ]
     body = "".join(f"<section><h2>{esc(t)}</h2>{content}</section>" for t, content in sections)

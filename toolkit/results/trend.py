@@ -29,7 +29,7 @@ from toolkit.results.store import group_key
 # GB/s of the benchmark's checkpoint save and load (averaged over its saves).
 STORAGE_METRICS = ("checkpoint_save_gbps", "checkpoint_load_gbps")
 # the record kinds that have trend figures (record_figures)
-TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health", "scaling")
+TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health", "scaling", "inference")
 SOFTWARE_KEYS = ("nccl", "aws_ofi_nccl", "efa", "libfabric", "driver", "cuda_driver", "cuda",
                  "torch")
 
@@ -124,6 +124,9 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
         sizes = (record.get("metrics") or {}).get("sizes") or []
         return [("scaling_efficiency", f"{s['nodes']} nodes", float(s["efficiency"]))
                 for s in sizes[1:] if isinstance(s.get("efficiency"), int | float)]
+    if kind == "inference":  # aggregate decode tokens/s at each batch size
+        return [("decode_tokens_per_s", f"batch {batch}", value)
+                for batch, value, _ in m.inference_decode_curve(record)]
     if kind == "health":
         matrix = m.health_matrix(record)
         if not matrix:

@@ -1,5 +1,5 @@
 """What every long command does around its work (``bench fsdp``, ``bench collectives``,
-``bench storage``, ``bench nccl run``, ``health run``, ``health slow-nodes``).
+``bench storage``, ``bench inference``, ``bench nccl run``, ``health run``, ``health slow-nodes``).
 
 * It finds the cluster as ``pctk submit`` and ``pctk jobs`` do: Slurm's own configuration
   when there is one, else the running twin (:func:`toolkit.submit.cluster.use_running_twin`),

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.fsdp.config import TrainConfig
+from benchmarks.record import write_record
 from toolkit.bench.fsdp.cli import (
     DRIVER_DEFAULTS,
     TRAIN_OPTIONS,
@@ -23,7 +24,12 @@ from toolkit.bench.fsdp.cli import (
 from toolkit.bench.scaling import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
+from toolkit.cliout import console as cli_console
 from toolkit.results.diagnose import BOTTLENECKS, verdict_lines
+from toolkit.results.ingest import store_finished_run
+from toolkit.results.scaling import scaling_record, study
+from toolkit.results.store import ResultStore
+from toolkit.submit.longrun import long_command
 
 
 @with_options(train_options(TRAIN_OPTIONS, DRIVER_DEFAULTS, TRAIN_PANEL))
@@ -62,19 +68,41 @@ def scaling_command(
     if dry_run:
         typer.echo(driver.render_sbatch(job), nl=False)
         return
-    done = driver.run(job, timeout=timeout, quiet=as_json, store=store, db=db)
-    rec = done.record
-    assert rec is not None
+    with long_command():
+        done = driver.run(job, timeout=timeout, quiet=as_json)
+    if store:
+        for size in job.jobs:
+            if size.nodes not in done.missing:
+                store_finished_run(size.record_path, db)
+    rec, plots = summarise(job, done.records, db, store)
+    write_record(job.record_path, rec)
+    if store:
+        store_finished_run(job.record_path, db)
     if as_json:
         emit_json({"record": rec, "job_id": done.job_id, "missing_sizes": done.missing,
-                   "plots": [str(p) for p in done.plots], "bottlenecks": list(BOTTLENECKS)})
+                   "plots": [str(p) for p in plots], "bottlenecks": list(BOTTLENECKS)})
     else:
         print_study(rec)
         for n in done.missing:
             typer.echo(f"{n} node(s): no record (see {job.run_dir / f'slurm-{done.job_id}.out'})")
         typer.echo(f"record: {job.record_path}\nplots: "
-                   + ", ".join(str(p) for p in done.plots))
+                   + ", ".join(str(p) for p in plots))
     fail_if(rec["verdict"]["status"] == "FAIL" or bool(done.missing))
+
+
+def summarise(job: driver.ScalingJob, records: list[dict[str, Any]], db: Path | None,
+              use_store: bool) -> tuple[dict[str, Any], list[Path]]:
+    """The study (prediction and diagnosis per size, against the store's busbw records when
+    it is used), its record and its PNGs."""
+    from toolkit.results import plots  # matplotlib
+
+    if use_store:
+        with ResultStore(db) as s:
+            result = study(records, strong=job.strong, store=s)
+    else:
+        result = study(records, strong=job.strong)
+    scaling = scaling_record(records, result, driver.study_params(job, records, result["mode"]))
+    return scaling, plots.write_scaling_pngs(scaling, job.run_dir)
 
 
 def _pct(value: float | None) -> str:
@@ -102,12 +130,12 @@ def print_study(rec: dict[str, Any]) -> None:
             *(_ms(b.get(k)) for k in ("compute", "exposed_comm", "optimizer", "sync", "data",
                                       "checkpoint")),
             d["bottleneck"] + (f" ({d['node']})" if d["node"] else ""))
-    console = Console(width=max(Console().width, 140))
+    console = cli_console()
     console.print(table)
     print_verdict(m, console)
 
 
 def print_verdict(verdict: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console(width=max(Console().width, 120))
+    console = console or cli_console()
     for line in verdict_lines(verdict):
         console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -22,9 +22,6 @@ from toolkit.bench.fsdp import driver as fsdp
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import new_run_dir
-from toolkit.results.ingest import store_finished_run
-from toolkit.results.scaling import scaling_record, study
-from toolkit.results.store import ResultStore
 from toolkit.submit.jobspec import sbatch_header
 
 MAX_SIZES = 16
@@ -137,12 +134,12 @@ class ScalingRun:
     state: str
     records: list[dict[str, Any]]
     missing: list[int]  # sizes without a record
-    record: dict[str, Any] | None  # the scaling record
-    plots: list[Path]
 
 
-def run(job: ScalingJob, *, timeout: float | None = None, quiet: bool = False,
-        store: bool = True, db: Path | None = None) -> ScalingRun:
+def run(job: ScalingJob, *, timeout: float | None = None, quiet: bool = False) -> ScalingRun:
+    """Submit the one allocation, wait, and read each size's record (its logs named in it).
+    Storing them, the study (prediction, diagnosis) and its plots are the command's steps:
+    results sit above benchmarks."""
     for size in job.jobs:
         size.run_dir.mkdir(parents=True, exist_ok=True)
     script = atomic_write_text(job.run_dir / "scaling.sbatch", render_sbatch(job))
@@ -159,35 +156,18 @@ def run(job: ScalingJob, *, timeout: float | None = None, quiet: bool = False,
         if logs and set(logs) - set(rec["raw_logs"]):
             rec["raw_logs"] = sorted({*rec["raw_logs"], *logs})
             write_record(size.record_path, rec)
-        if store:
-            store_finished_run(size.record_path, db)
         records.append(rec)
     if not records:
         raise PctkError(f"job {job_id} ended {state} without a result record at any size",
                         log=str(log))
-    _, scaling, plots = summarise(job, records, db if store else None, store)
-    write_record(job.record_path, scaling)
-    if store:
-        store_finished_run(job.record_path, db)
-    return ScalingRun(job, job_id, state, records, missing, scaling, plots)
+    return ScalingRun(job, job_id, state, records, missing)
 
 
-def summarise(job: ScalingJob, records: list[dict[str, Any]], db: Path | None,
-              use_store: bool) -> tuple[dict[str, Any], dict[str, Any], list[Path]]:
-    """The study (prediction and diagnosis per size), its record and its PNGs."""
-    from toolkit.results import plots  # matplotlib
-
-    if use_store:
-        with ResultStore(db) as s:
-            result = study(records, strong=job.strong, store=s)
-    else:
-        result = study(records, strong=job.strong)
+def study_params(job: ScalingJob, records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    """The scaling record's params: what was run, at the sizes that gave a record."""
     top = job.largest
-    scaling = scaling_record(records, result, {
-        "mode": result["mode"], "model": top.model, "tasks_per_node": top.tasks_per_node,
-        "batch_per_gpu": [j.batch_per_gpu for j in job.jobs if j.nodes in
-                          {r["params"]["nodes"] for r in records}],
-        "seq_len": top.seq_len, "steps": top.steps, "launcher": top.launcher,
-        "run_dir": str(job.run_dir)})
-    written = plots.write_scaling_pngs(scaling, job.run_dir)
-    return result, scaling, written
+    return {"mode": mode, "model": top.model, "tasks_per_node": top.tasks_per_node,
+            "batch_per_gpu": [j.batch_per_gpu for j in job.jobs if j.nodes in
+                              {r["params"]["nodes"] for r in records}],
+            "seq_len": top.seq_len, "steps": top.steps, "launcher": top.launcher,
+            "run_dir": str(job.run_dir)}

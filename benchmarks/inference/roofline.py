@@ -1,0 +1,123 @@
+"""The roofline of LLM inference for the Llama shapes of benchmarks/fsdp: torch-free, so the
+node, the driver, the report and the tests share one arithmetic.
+
+Decode (one new token per sequence per step) at batch ``b`` must read every weight once per
+step and every sequence's KV cache once; it is bounded by memory bandwidth while
+``b x 2N`` FLOPs stay under the peak::
+
+    bytes/step  = W + b x C x KV          W  = 2-byte params without the input embedding
+                                          KV = 2 x layers x kv_heads x head_dim x 2 bytes/token
+    tokens/s   <= b / max(bytes/step / BW, b x F(C) / peak)
+    F(C)        = 2N + 4 x layers x heads x head_dim x C      (FLOPs per token, C tokens seen)
+
+The input embedding is a lookup of ``b`` rows, not a read of the table, so it is left out
+(as the FLOPs accounting of benchmarks/fsdp/metrics.py leaves it out of N). Prefill is dense
+matmuls: ``tokens/s <= peak / F(L)`` at prompt length L, attention counted without halving
+for the causal mask, as the training MFU counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from benchmarks.fsdp.config import ModelArgs
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# Memory bandwidth, TB/s, by the exact name torch.cuda.get_device_name returns, for a run given
+# no --mem-bw-tbps (benchmarks.gpu_check): the catalog's figures for the models it has
+# (benchmarks/fsdp/peaks.py names them; tests/inference/test_roofline.py keeps them equal).
+MEM_BW_TBPS = {"NVIDIA H100 80GB HBM3": 3.35, "NVIDIA H200": 4.8, "NVIDIA A100-SXM4-40GB": 1.555,
+               "NVIDIA A100-SXM4-80GB": 2.039, "NVIDIA B200": 8.0, "NVIDIA L40S": 0.864}
+
+
+def non_embedding_params(args: ModelArgs) -> int:
+    """Parameters of the matmuls and norms: every block, the final norm and the output head
+    (equal to ``count_params(Transformer(args))[1]``; tests/inference/test_kvcache.py)."""
+    hd = args.head_dim
+    attention = 2 * args.dim * args.n_heads * hd + 2 * args.dim * args.n_kv_heads * hd
+    block = attention + 3 * args.dim * args.ffn_dim + 2 * args.dim
+    return args.n_layers * block + args.dim + args.dim * args.vocab_size
+
+
+def total_param_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
+    """Every weight held in memory, the input embedding included."""
+    return (non_embedding_params(args) + args.vocab_size * args.dim) * dtype_bytes
+
+
+def weight_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
+    """Bytes of weights read per decode step."""
+    return non_embedding_params(args) * dtype_bytes
+
+
+def kv_bytes_per_token(args: ModelArgs, dtype_bytes: int = 2) -> int:
+    """K and V of every layer for one token of one sequence."""
+    return 2 * args.n_layers * args.n_kv_heads * args.head_dim * dtype_bytes
+
+
+def flops_per_token(args: ModelArgs, context: int) -> int:
+    """Forward FLOPs of one token that attends to ``context`` tokens."""
+    return 2 * non_embedding_params(args) + 4 * args.n_layers * args.n_heads * args.head_dim * \
+        context
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The best a device can do: tokens/s (all sequences together) and what limits it."""
+
+    tokens_per_s: float
+    limit: str  # "memory" | "compute"
+    bytes_per_step: int
+    flops_per_step: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decode_bound(args: ModelArgs, batch: int, context: int, *, mem_bw_tbps: float,
+                 peak_tflops: float, dtype_bytes: int = 2) -> Bound:
+    """Aggregate decode tokens/s at ``batch`` sequences with ``context`` cached tokens each."""
+    nbytes = weight_bytes(args, dtype_bytes) + batch * context * kv_bytes_per_token(
+        args, dtype_bytes)
+    flops = batch * flops_per_token(args, context)
+    memory_s, compute_s = nbytes / (mem_bw_tbps * 1e12), flops / (peak_tflops * 1e12)
+    step = max(memory_s, compute_s)
+    return Bound(batch / step, "memory" if memory_s >= compute_s else "compute", nbytes, flops)
+
+
+def prefill_bound(args: ModelArgs, prompt_len: int, *, peak_tflops: float) -> Bound:
+    """Prefill tokens/s: the prompt's mean token attends to the whole prompt (not halved)."""
+    flops = flops_per_token(args, prompt_len)
+    return Bound(peak_tflops * 1e12 / flops, "compute", 0, flops * prompt_len)
+
+
+def judge(args: ModelArgs, metrics: dict[str, Any], *, device: str, dtype: str,
+          mem_bw_tbps: float | None, peak_tflops: float | None) -> dict[str, Any]:
+    """The fraction of the bound each measured point reached, or why none is judged.
+
+    ``metrics`` holds ``decode`` (rows with batch, mean_context, tokens_per_s) and ``prefill``
+    (rows with prompt_len, tokens_per_s) as benchmarks.inference.bench writes them.
+    """
+    if device != "cuda":
+        return {"judged": False, "reason": f"ran on {device}: no roofline is judged (the "
+                "bounds are a GPU's memory bandwidth and tensor-core peak)"}
+    if not mem_bw_tbps or not peak_tflops:
+        return {"judged": False, "reason": "no memory bandwidth or peak for this GPU: pass "
+                "--instance-type (catalog) or --mem-bw-tbps and --peak-tflops"}
+    size = DTYPE_BYTES.get(dtype, 2)
+    decode = []
+    for row in metrics.get("decode", []):
+        bound = decode_bound(args, row["batch"], round(row["mean_context"]),
+                             mem_bw_tbps=mem_bw_tbps, peak_tflops=peak_tflops,
+                             dtype_bytes=size)
+        decode.append({"batch": row["batch"], "bound_tokens_per_s": bound.tokens_per_s,
+                       "limit": bound.limit, "bytes_per_step": bound.bytes_per_step,
+                       "fraction": row["tokens_per_s"] / bound.tokens_per_s})
+    prefill = []
+    for row in metrics.get("prefill", []):
+        bound = prefill_bound(args, row["prompt_len"], peak_tflops=peak_tflops)
+        prefill.append({"prompt_len": row["prompt_len"],
+                        "bound_tokens_per_s": bound.tokens_per_s,
+                        "fraction": row["tokens_per_s"] / bound.tokens_per_s})
+    return {"judged": True, "mem_bw_tbps": mem_bw_tbps, "peak_tflops": peak_tflops,
+            "decode": decode, "prefill": prefill}

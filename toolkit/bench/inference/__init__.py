@@ -1,0 +1,1 @@
+"""``pctk bench inference``: the offline engine benchmark through Slurm."""
