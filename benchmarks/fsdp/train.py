@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from benchmarks import distenv, record
-from benchmarks.fsdp import checkpoint, defaults, stragglers
+from benchmarks.fsdp import checkpoint, defaults, sft, stragglers
 from benchmarks.fsdp.config import TrainConfig, parse_config
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
@@ -74,7 +74,8 @@ def resolve_defaults(cfg: TrainConfig, world_size: int, shard: int, device: torc
     settings on a CPU; on a GPU the choice of :func:`benchmarks.fsdp.defaults.gpu_defaults`
     from the model shape and this GPU's memory (None on a CPU)."""
     if device.type != "cuda":
-        return replace(cfg, seq_len=cfg.seq_len or defaults.CPU_SEQ_LEN,
+        cpu_seq = sft.CPU_SEQ_LEN if cfg.workload == "sft" else defaults.CPU_SEQ_LEN
+        return replace(cfg, seq_len=cfg.seq_len or cpu_seq,
                        batch_size=cfg.batch_size or defaults.cpu_batch_size(world_size),
                        compile=bool(cfg.compile), ac=bool(cfg.ac)), None
     props = torch.cuda.get_device_properties(device)
@@ -118,6 +119,9 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Transformer, bo
 
 def build_data(cfg: TrainConfig, vocab: int, env: distenv.DistEnv) -> TokenBatches:
     batch_size, seq_len = sizes(cfg)
+    if cfg.workload == "sft":
+        return sft.PackedBatches(cfg.data or sft.DEFAULT_DATA, batch_size, seq_len, env.rank,
+                                 env.world_size, cfg.pack)
     if cfg.data_file is not None:
         return FileBatches(cfg.data_file, batch_size, seq_len, env.rank,
                            env.world_size, cfg.data_dtype)
@@ -193,10 +197,14 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     batch = data.local_batch(start_step + 1, device) if start_step < cfg.steps else None
     for step in range(start_step + 1, cfg.steps + 1):
         assert batch is not None
-        inputs, targets = batch
+        inputs, targets, *extras = batch  # sft rows also carry positions, mask, loss scale
         start = time.perf_counter()
-        logits = model(inputs)
-        loss = loss_fn(logits, targets)
+        if extras:
+            logits = model(inputs, extras[0]["positions"], extras[0]["mask"])
+            loss = sft.packed_loss(logits, targets, extras[0])
+        else:
+            logits = model(inputs)
+            loss = loss_fn(logits, targets)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
         local_start = _synced_now(device)  # the norm's all-reduce lines the ranks up here
@@ -238,6 +246,9 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     straggler = stragglers.judge(_per_rank_timings(timer, env, mesh, device))
     log(stragglers.describe(straggler))
     mesh_barrier(mesh)
+    measured = list(range(cfg.steps - len(meter.step_times) + 1, cfg.steps + 1))
+    workload = (sft.summary(data, measured, meter.step_times, env.world_size, fpt, peak)
+                if isinstance(data, sft.PackedBatches) else {"workload": "pretrain"})
     return {
         "params": {**_params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
                    "defaults": choice.to_dict() if choice is not None else None,
@@ -261,6 +272,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
             "checkpoint_saves": [t.to_dict() for t in saves],
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
             "stragglers": straggler,
+            cfg.workload: workload,
         },
     }
 
@@ -330,6 +342,7 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
             data: TokenBatches) -> dict[str, Any]:
     return {
         "model": cfg.model,
+        "workload": cfg.workload,
         "model_args": preset(cfg.model).to_dict(),
         "n_params": n_params,
         "n_params_non_embedding": n_non_embedding,
@@ -396,6 +409,12 @@ def main(argv: list[str] | None = None) -> int:
             "--fp8 and --fp32 exclude each other" if cfg.fp32 else None)
         if why:
             print(f"error: {why}", file=sys.stderr)
+            return 2
+    if cfg.workload == "sft":
+        try:
+            sft.read_conversations(cfg.data or sft.DEFAULT_DATA)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
     shard = env.local_world_size if cfg.hsdp else env.world_size
     cfg, choice = resolve_defaults(cfg, env.world_size, shard, device)
