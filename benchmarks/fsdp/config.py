@@ -118,6 +118,15 @@ class TrainConfig:
         "{\"prompt\", \"completion\"} per line; default: the shipped synthetic set).")
     pack: bool = setting(True, "--workload sft: one sample per row, padded (the baseline "
                          "packing is measured against).", flag="--no-pack")
+    rl_group: int = setting(4, "--workload rl: samples generated per prompt (G); the global "
+                            "batch counts prompts.", minimum=2)
+    rl_prompt_len: int = setting(16, "--workload rl: tokens per (synthetic) prompt.", minimum=1)
+    rl_new_tokens: int = setting(16, "--workload rl: tokens generated per sample.", minimum=1)
+    rl_updates: int = setting(1, "--workload rl: policy updates (optimizer steps) per batch "
+                              "of rollouts.", minimum=1)
+    rl_target_token: int = setting(
+        7, "--workload rl: the rule-based reward is the fraction of generated tokens equal to "
+        "this id.", minimum=0)
     steps: int = setting(20, "Training steps.", minimum=1)
     batch_size: int | None = setting(
         None, "Global batch, in sequences, split evenly over the ranks (default: 8 on CPUs; "

@@ -426,7 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     backend, mesh_backend = process_group_backends(device)
     dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
     try:
-        result = train(cfg, env, device, mesh_backend, choice)
+        if cfg.workload == "rl":
+            from benchmarks.fsdp import rl  # rl builds on this module's pieces
+
+            result = rl.train_rl(cfg, env, device, mesh_backend, choice)
+        else:
+            result = train(cfg, env, device, mesh_backend, choice)
         if dist.get_rank() == 0 and cfg.out is not None:
             status, reasons = verdict(result["metrics"], cfg.steps)
             rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],

@@ -28,8 +28,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
 # TrainConfig fields offered here, in --help order, and where the driver's default or help
 # differs from the node's
-TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac", "compile", "hsdp",
-                 "peak_tflops")
+TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac",
+                 "compile", "hsdp", "peak_tflops")
 DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"default": "8b", "help": f"Shape preset: {', '.join(PRESETS)}."},
     "steps": {"default": 50},
