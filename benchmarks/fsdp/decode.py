@@ -11,11 +11,12 @@ new token costs one pass of a single position that attends to the cache. Same ma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 
-from benchmarks.fsdp.model import Transformer, apply_rope
+from benchmarks.fsdp.model import Attention, Transformer, TransformerBlock, apply_rope
 
 
 @dataclass
@@ -44,8 +45,9 @@ def forward_cached(model: Transformer, tokens: torch.Tensor, cache: KVCache) -> 
     end = start + seq
     freqs = model.get_buffer("freqs")[start:end]
     h = model.tok_embeddings(tokens)
-    for i, block in enumerate(model.layers.values()):
-        attn = block.attention
+    for i, module in enumerate(model.layers.values()):
+        block = cast(TransformerBlock, module)
+        attn = cast(Attention, block.attention)
         x = block.attention_norm(h)
         bsz = x.shape[0]
         q = attn.wq(x).view(bsz, seq, attn.n_heads, attn.head_dim)

@@ -155,7 +155,7 @@ class Transformer(nn.Module):
         its document and a boolean attention mask (batch, 1, seq, seq), True where a query
         may attend (benchmarks.fsdp.sft); without them, one causal sequence per row."""
         h = self.tok_embeddings(tokens)
-        freqs = self.freqs if positions is None else self.freqs[positions]
+        freqs = self.freqs if positions is None else self.get_buffer("freqs")[positions]
         for block in self.layers.values():
             h = block(h, freqs) if mask is None else block(h, freqs, mask)
         return self.output(self.norm(h))

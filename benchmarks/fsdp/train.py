@@ -195,6 +195,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     memory.mark(None)  # model construction and checkpoint loading are not training
     # each step's rows are built (and on GPUs copied) before its timer starts
     batch = data.local_batch(start_step + 1, device) if start_step < cfg.steps else None
+    extras: list[dict[str, Any]]
     for step in range(start_step + 1, cfg.steps + 1):
         assert batch is not None
         inputs, targets, *extras = batch  # sft rows also carry positions, mask, loss scale
