@@ -122,9 +122,6 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
     cfg = replace(cfg, seq_len=max(seq_len, 1))
     model, meta = build_model(cfg, device)
     n_params, n_non_embedding = count_params(model)
-    if not 0 <= cfg.rl_target_token < model.args.vocab_size:
-        raise ValueError(f"--rl-target-token {cfg.rl_target_token} is outside the vocabulary "
-                         f"(0..{model.args.vocab_size - 1})")
     mesh = build_mesh(device.type, env.world_size, env.local_world_size, cfg.parallel.hsdp,
                       mesh_backend)
     model = parallelize(model, mesh, cfg.parallel)

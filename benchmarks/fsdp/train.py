@@ -417,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    vocab = preset(cfg.model).vocab_size
+    if cfg.workload == "rl" and cfg.rl_target_token >= vocab:
+        print(f"error: --rl-target-token {cfg.rl_target_token} is outside the {cfg.model} "
+              f"vocabulary (0..{vocab - 1})", file=sys.stderr)
+        return 2
     shard = env.local_world_size if cfg.hsdp else env.world_size
     cfg, choice = resolve_defaults(cfg, env.world_size, shard, device)
     assert cfg.batch_size is not None

@@ -86,3 +86,29 @@ def test_compare_does_not_judge_sft_against_a_pretraining_baseline(
     later = copy.deepcopy(records["sft"])
     later["id"] = uuid.uuid4().hex
     assert compare_records(later, records["sft"]).points  # same workload: compared
+
+
+def test_bench_fsdp_passes_the_workload_and_an_absolute_data_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    (tmp_path / "chat.jsonl").write_text('{"prompt": "a", "completion": "b"}\n')
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["bench", "fsdp", "--model", "tiny", "--workload", "sft",
+                                      "--data", "chat.jsonl", "--dry-run", "--run-dir", "/x"])
+    assert result.exit_code == 0, result.output
+    assert f"--workload sft --data {tmp_path / 'chat.jsonl'}" in result.output
+    assert "--seq-len 1024" in result.output  # the sft row length on CPU shapes
+    helped = CliRunner().invoke(app, ["bench", "fsdp", "--help"], env={"COLUMNS": "200"})
+    assert "--workload" in helped.output and "GRPO-style" in helped.output
+
+
+def test_bench_fsdp_missing_data_file_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    assert main(["bench", "fsdp", "--workload", "sft", "--data", str(tmp_path / "no.jsonl"),
+                 "--dry-run"]) == 2
+    assert "no such file" in capsys.readouterr().err

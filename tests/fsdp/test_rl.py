@@ -65,3 +65,10 @@ def test_two_ranks_learn_to_prefer_the_rewarded_token(tmp_path: Path) -> None:
     assert w["bound_by"] in rl.PHASES and w["measured_iterations"] == 8
     assert w["generation_tokens_per_s_per_gpu"] > 0 and w["training_tokens_per_s_per_gpu"] > 0
     assert w["weight_sync_bytes"] > 4 * 180_000  # the full fp32 weights reach the rollout copy
+
+
+def test_target_token_outside_the_vocabulary_is_one_line_and_exit_2() -> None:
+    run = run_ranks(1, ["--workload", "rl", "--rl-target-token", "512", "--steps", "1"], None)
+    assert run.returncodes == [2], run.output
+    assert "--rl-target-token 512 is outside the tiny vocabulary (0..511)" in run.output
+    assert "Traceback" not in run.output
