@@ -112,3 +112,25 @@ def test_bench_fsdp_missing_data_file_is_one_line_and_exit_2(
     assert main(["bench", "fsdp", "--workload", "sft", "--data", str(tmp_path / "no.jsonl"),
                  "--dry-run"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_automatic_baseline_keeps_workloads_apart(records: dict[str, dict[str, Any]]) -> None:
+    from toolkit.results.baseline import auto_compare
+
+    def later(rec: dict[str, Any], hours: int) -> dict[str, Any]:
+        out = copy.deepcopy(rec)
+        out["id"] = uuid.uuid4().hex
+        out["created"] = f"2099-01-01T{hours:02d}:00:00Z"
+        return out
+
+    history = [later(records["pretrain"], h) for h in range(3)]
+    sft = later(records["sft"], 5)
+    sft["metrics"]["tokens_per_s_per_gpu"] = 1.0  # far below any pre-training run
+    judged = auto_compare(sft, history)
+    assert judged.points == [] and judged.regressions == []
+    assert any("0 earlier passing run(s)" in n for n in judged.notes)
+    history += [later(records["sft"], h) for h in (6, 7, 8)]
+    slow = later(records["sft"], 9)
+    slow["metrics"]["tokens_per_s_per_gpu"] = records["sft"]["metrics"]["tokens_per_s_per_gpu"] / 2
+    assert [p.metric for p in auto_compare(slow, history).regressions] == [
+        "tokens_per_s_per_gpu"]
