@@ -219,12 +219,36 @@ class PackedBatches(TokenBatches):
                 "attention": ATTENTION, **self.padding()}
 
 
+def token_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Sum of the trained tokens' losses (IGNORE targets left out), in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                           ignore_index=IGNORE, reduction="sum")
+
+
+def loss_function(compiled: bool) -> Any:
+    """:func:`token_loss_sum`, compiled with ``--compile`` as pre-training's loss is (no fp32
+    copy of the logits); the step's scale multiplies outside, so it never recompiles."""
+    return torch.compile(token_loss_sum) if compiled else token_loss_sum
+
+
 def packed_loss(logits: torch.Tensor, targets: torch.Tensor, extras: dict[str, Any]
                 ) -> torch.Tensor:
     """Sum of the trained tokens' losses times ``extras["scale"]`` (world / global count)."""
-    total = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
-                            ignore_index=IGNORE, reduction="sum")
-    return total * extras["scale"]
+    return token_loss_sum(logits, targets) * extras["scale"]
+
+
+def real_figures(top: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
+    """The record's headline figures on real tokens for an sft run: tokens/s, TFLOPs and MFU
+    of padding-free tokens, the row-slot figures kept as ``slot_*``; others unchanged."""
+    if workload.get("workload") != "sft" or "real_tokens_per_s_per_gpu" not in workload:
+        return top
+    return {**top,
+            "slot_tokens_per_s_per_gpu": top.get("tokens_per_s_per_gpu"),
+            "slot_mfu": top.get("mfu"),
+            "tokens_per_s_per_gpu": workload["real_tokens_per_s_per_gpu"],
+            "tflops_per_gpu": workload["real_tflops_per_gpu"],
+            "mfu": workload["real_mfu"],
+            "tokens_counted": "real tokens (padding excluded)"}
 
 
 def summary(data: PackedBatches, steps: list[int], step_times: list[float], world: int,

@@ -173,6 +173,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     local_tokens = batch_size // env.world_size * seq_len
     fpt = flops_per_token(n_non_embedding, model.args, seq_len)
     loss_fn = loss_function(cfg.parallel.compile)
+    sft_loss_fn = sft.loss_function(cfg.parallel.compile)
     if choice is not None:
         log(choice.summary())
     meter = ThroughputMeter(local_tokens, fpt, peak, cfg.timing_warmup)
@@ -202,7 +203,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
         start = time.perf_counter()
         if extras:
             logits = model(inputs, extras[0]["positions"], extras[0]["mask"])
-            loss = sft.packed_loss(logits, targets, extras[0])
+            loss = sft_loss_fn(logits, targets) * extras[0]["scale"]
         else:
             logits = model(inputs)
             loss = loss_fn(logits, targets)
@@ -257,7 +258,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
                    "loss": "compiled" if cfg.parallel.compile else "eager",
                    "optimizer_kernels": "fused" if device.type == "cuda" else "foreach"},
         "metrics": {
-            **meter.summary(),
+            **sft.real_figures(meter.summary(), workload),
             "flops_per_token": fpt,
             "peak_tflops": peak,
             "peak_tflops_source": peak_source,

@@ -125,6 +125,10 @@ def test_two_ranks_packed_match_one_process_sample_by_sample(tmp_path: Path) -> 
     w = rec["metrics"]["sft"]
     assert w["packed"] and w["padding_fraction_packed"] < w["padding_fraction_unpacked"]
     assert w["real_tokens_per_s_per_gpu"] > 0
+    # the headline counts real tokens; the row slots (padding included) are kept beside it
+    m = rec["metrics"]
+    assert m["tokens_per_s_per_gpu"] == w["real_tokens_per_s_per_gpu"]
+    assert m["slot_tokens_per_s_per_gpu"] > m["tokens_per_s_per_gpu"]
     assert 0 <= w["padding_fraction_measured"] < 1
     assert "block-diagonal" in w["attention"]
 
