@@ -134,3 +134,16 @@ def test_automatic_baseline_keeps_workloads_apart(records: dict[str, dict[str, A
     slow["metrics"]["tokens_per_s_per_gpu"] = records["sft"]["metrics"]["tokens_per_s_per_gpu"] / 2
     assert [p.metric for p in auto_compare(slow, history).regressions] == [
         "tokens_per_s_per_gpu"]
+
+
+def test_bench_summary_rows_show_the_workload(records: dict[str, dict[str, Any]]) -> None:
+    from toolkit.bench.fsdp.driver import summary_rows
+
+    sft = dict(summary_rows(records["sft"]))
+    assert sft["workload"] == "sft, packed"
+    assert "packed" in sft["padding"] and "one per row" in sft["padding"]
+    rl = dict(summary_rows(records["rl"]))
+    assert rl["workload"] == "rl (GRPO-style)" and rl["bound by"] in (
+        "generation", "reward", "training", "weight_sync")
+    assert "generation" in rl["phase split"]
+    assert "workload" not in dict(summary_rows(records["pretrain"]))

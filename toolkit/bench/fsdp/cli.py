@@ -105,7 +105,10 @@ def fsdp_command(
     db: Path | None = DbOption,
     **train: Any,
 ) -> None:
-    """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm."""
+    """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm.
+
+    --workload sft: packed chat samples; tokens/s and MFU on real tokens, padding saved.
+    --workload rl: a GRPO-style loop, time per phase (generation, reward, training, sync)."""
     with long_command():
         seq_len = train.pop("seq_len")
         job = driver.plan(TrainConfig(**train), nodes=nodes, batch_per_gpu=batch_per_gpu,
