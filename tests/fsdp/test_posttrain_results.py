@@ -147,3 +147,20 @@ def test_bench_summary_rows_show_the_workload(records: dict[str, dict[str, Any]]
         "generation", "reward", "training", "weight_sync")
     assert "generation" in rl["phase split"]
     assert "workload" not in dict(summary_rows(records["pretrain"]))
+
+
+def test_prometheus_keeps_each_workload_as_its_own_series(
+        records: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    from tests.results.promparse import parse
+    from toolkit.results.prometheus import write_textfile
+
+    store = ResultStore(tmp_path / "results.db")
+    for name in ("pretrain", "sft", "rl"):  # the rl run is the newest of the group
+        store.add(records[name])
+    path, _n = write_textfile(store, tmp_path / "pctk.prom", 0.05)
+    samples = parse(path.read_text())["pctk_fsdp_gpu_tokens_per_second"]["samples"]
+    by_workload = {labels.get("workload", ""): value for labels, value in samples}
+    assert by_workload == {
+        "": records["pretrain"]["metrics"]["tokens_per_s_per_gpu"],
+        "sft": records["sft"]["metrics"]["tokens_per_s_per_gpu"],
+        "rl": records["rl"]["metrics"]["tokens_per_s_per_gpu"]}
