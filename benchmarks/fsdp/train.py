@@ -250,7 +250,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     mesh_barrier(mesh)
     measured = list(range(cfg.steps - len(meter.step_times) + 1, cfg.steps + 1))
     workload = (sft.summary(data, measured, meter.step_times, env.world_size, fpt, peak)
-                if isinstance(data, sft.PackedBatches) else {"workload": "pretrain"})
+                if isinstance(data, sft.PackedBatches) else {})
     return {
         "params": {**_params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
                    "defaults": choice.to_dict() if choice is not None else None,
@@ -274,7 +274,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
             "checkpoint_saves": [t.to_dict() for t in saves],
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
             "stragglers": straggler,
-            cfg.workload: workload,
+            **({"sft": workload} if workload else {}),
         },
     }
 
