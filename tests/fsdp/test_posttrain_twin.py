@@ -15,8 +15,10 @@ from toolkit.results.store import ResultStore
 pytestmark = pytest.mark.twin
 
 
-def bench(tmp_path: Path, *flags: str) -> dict:
+def bench(tmp_path: Path, *flags: str) -> tuple[dict, str]:
+    """The record of a 2-node run and the report of the database it was stored in."""
     from toolkit.cli import main
+    from toolkit.results.report import build_report
 
     db = tmp_path / "results.db"
     code = main(["bench", "fsdp", "--model", "tiny", "--nodes", "2", "--tasks-per-node", "1",
@@ -29,12 +31,14 @@ def bench(tmp_path: Path, *flags: str) -> dict:
     assert rec["params"]["world_size"] == 2 and rec["params"]["nodes"] == 2
     with ResultStore(db) as store:
         stored = store.list(kind="fsdp")
-    assert [r["id"] for r in stored] == [rec["id"]]
-    return rec
+        assert [r["id"] for r in stored] == [rec["id"]]
+        report = build_report(store)
+    return rec, report.split("<h2>Training: throughput and MFU</h2>", 1)[1]
 
 
 def test_sft_on_two_nodes(twin, tmp_path: Path) -> None:
-    rec = bench(tmp_path, "--workload", "sft")
+    rec, report = bench(tmp_path, "--workload", "sft")
+    assert "[sft]" in report and "real tok/s/GPU" in report
     assert rec["params"]["workload"] == "sft" and rec["params"]["seq_len"] == 1024
     w = rec["metrics"]["sft"]
     assert w["packed"] and w["real_tokens_per_s_per_gpu"] > 0
@@ -43,7 +47,8 @@ def test_sft_on_two_nodes(twin, tmp_path: Path) -> None:
 
 
 def test_rl_on_two_nodes(twin, tmp_path: Path) -> None:
-    rec = bench(tmp_path, "--workload", "rl")
+    rec, report = bench(tmp_path, "--workload", "rl")
+    assert 'alt="RL phase split per iteration' in report and 'data-points="16"' in report
     assert rec["params"]["workload"] == "rl"
     w = rec["metrics"]["rl"]
     assert [it["step"] for it in w["iterations"]] == [1, 2, 3, 4]
