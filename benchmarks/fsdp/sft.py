@@ -255,7 +255,10 @@ def summary(data: PackedBatches, steps: list[int], step_times: list[float], worl
             flops_per_token: int, peak: float | None) -> dict[str, Any]:
     """Real-token throughput and MFU of the measured ``steps`` (their times in order)."""
     out: dict[str, Any] = {"workload": "sft", **data.padding(),
-                           "packed": data.packed, "attention": ATTENTION}
+                           "packed": data.packed, "attention": ATTENTION,
+                           "flops_accounting": "per real token at the row length (torchtitan's "
+                           "attention term), though a packed document attends only within "
+                           "itself: the real-token MFU of short documents is an upper bound"}
     if not step_times:
         return out
     real = sum(data.real_tokens(s) for s in steps)

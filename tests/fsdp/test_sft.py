@@ -146,3 +146,14 @@ def test_bad_chat_file_is_one_line_and_exit_2(tmp_path: Path, content: str,
     run = run_ranks(1, ["--workload", "sft", "--data", str(path), "--steps", "1"], None)
     assert run.returncodes == [2], run.output
     assert message in run.output and "Traceback" not in run.output
+
+
+def test_no_pack_puts_one_sample_per_row(tmp_path: Path) -> None:
+    run = run_ranks(1, ["--workload", "sft", "--no-pack", "--batch-size", "4", "--steps", "3",
+                        "--timing-warmup", "1"], tmp_path / "record.json")
+    assert run.returncodes == [0], run.output
+    assert run.record is not None
+    w = run.record["metrics"]["sft"]
+    assert not w["packed"] and run.record["params"]["data"]["rows"] == 400
+    # one sample per 1024-token row: most of each row is padding
+    assert w["padding_fraction_measured"] > 0.4
