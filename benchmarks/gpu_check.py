@@ -33,6 +33,10 @@ Steps, each with its own time limit, in order, each step's output kept in a log 
    fraction of the HBM roofline at each batch for both; then transformers' ``generate`` on the
    same shape and batches (``benchmarks.reference.generate_peer``, ``generate.json``) and the
    ratios of pctk's decode tokens/s to it.
+10. ``sft`` and ``rl`` (asked for by name: ``--steps env,fsdp,sft,rl``): packed SFT on the
+    shipped chat set at the fsdp run's GPU defaults, its real-token MFU against the fsdp run's
+    (target >= 0.90x), and the GRPO-style loop's phase split on the same shape; records
+    ``sft.json`` and ``rl.json``.
 
 Figures on one GPU: all_reduce's bus-bandwidth factor 2(n-1)/n is 0 for n = 1, so busbw is 0
 in both tools and the comparison is by time and algbw. At the end one table sets the
@@ -66,10 +70,13 @@ from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 STEPS = ("env", "health", "fsdp", "breakdown", "plain", "fp8", "torchtitan", "sweep",
-         "nccl_tests", "inference")
+         "nccl_tests", "inference", "sft", "rl")
+# the post-training runs are asked for by name: --steps env,fsdp,sft,rl
+DEFAULT_STEPS = STEPS[:-2]
 TRAIN_RECORDS = {"fsdp": "fsdp.json", "plain": "plain.json", "fp8": "fp8.json",
                  "torchtitan": "titan.json"}
-TARGETS = {"mfu": 0.50, "vs_plain": 1.10, "memory_vs_plain": 1.05, "vs_torchtitan": 1.0}
+TARGETS = {"mfu": 0.50, "vs_plain": 1.10, "memory_vs_plain": 1.05, "vs_torchtitan": 1.0,
+           "sft_real_mfu_vs_pretrain": 0.90}
 GPU_CHECKS = "gpu_devices,gpu_count,gpu_ecc,gpu_remap,gpu_xid,gpu_throttle,gpu_pcie,gpu_memory"
 COMPARE_FROM = 64 << 20  # compare sizes from 64 MiB up: there launch cost is noise
 
@@ -88,7 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-dir", type=Path, default=None,
                    help="where logs and records go (default: $OUT/gpu_check, else ./gpu-check)")
-    p.add_argument("--steps", default=",".join(STEPS), help=f"comma list of {','.join(STEPS)}")
+    p.add_argument("--steps", default=",".join(DEFAULT_STEPS),
+                   help=f"comma list of {','.join(STEPS)} (default: all but sft,rl)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs to use (default: all visible)")
     p.add_argument("--budget-s", type=float, default=480.0,
                    help="skip steps that would start after this many seconds")
@@ -171,6 +179,14 @@ def plan(a: argparse.Namespace, gpus: int) -> list[Step]:
             [py, "-m", "benchmarks.fsdp.breakdown", str(out / "breakdown.json"),
              "--tolerance", "0.05"],
         ], 150),
+        # packed SFT at the fsdp run's GPU defaults (same sequence length and batch)
+        "sft": Step("sft", [[py, "-m", "benchmarks.fsdp.train", *train, "--workload", "sft",
+                             "--out", str(out / "sft.json")]], 150, single_rank_env()),
+        "rl": Step("rl", [[py, "-m", "benchmarks.fsdp.train", "--model", a.model,
+                           "--workload", "rl", "--steps", "6", "--timing-warmup", "2",
+                           "--batch-size", "8", "--rl-group", "8", "--rl-prompt-len", "64",
+                           "--rl-new-tokens", "128", "--no-compile", "--out",
+                           str(out / "rl.json")]], 150, single_rank_env()),
         "sweep": Step("sweep", [
             torchrun(gpus, "benchmarks.collectives", [
                 "--backend", "nccl", "--min-bytes", "1K", "--max-bytes", a.max_bytes,
@@ -489,10 +505,38 @@ def training_table(out: Path) -> tuple[list[str], dict[str, float | None]]:
             met = value >= target if op == ">=" else value <= target
             lines.append(f"{label}: {value:{spec}} (target {op} {target:{spec}}: "
                          f"{'met' if met else 'NOT met'})")
+    lines += post_training_lines(out, pctk, ratios)
     if pctk and pctk["_params"].get("defaults"):
         lines.append("pctk " + str(pctk["_params"]["defaults"].get("gpu")) + ": chosen "
                      + ", ".join(pctk["_params"]["defaults"].get("chosen", [])))
     return lines, ratios
+
+
+def post_training_lines(out: Path, pctk: dict[str, Any] | None,
+                        ratios: dict[str, float | None]) -> list[str]:
+    """Packed SFT's real-token MFU against the fsdp run's MFU; the RL loop's phase split."""
+    lines = []
+    sft = (_metrics(out / "sft.json") or {}).get("sft")
+    if isinstance(sft, dict):
+        ratio = _ratio(sft.get("real_mfu"), pctk and pctk.get("mfu"))
+        ratios["sft_real_mfu_vs_pretrain"] = ratio
+        target = TARGETS["sft_real_mfu_vs_pretrain"]
+        mfu = sft.get("real_mfu")
+        lines.append(f"sft real-token MFU {mfu:.1%}" if isinstance(mfu, float) else
+                     "sft real-token MFU: not measured")
+        lines.append(f"sft padding {sft.get('padding_fraction_packed', 0):.1%} packed, "
+                     f"{sft.get('padding_fraction_unpacked', 0):.1%} one sample per row")
+        lines.append("sft/pretrain MFU: " + (
+            f"{ratio:.3f} (target >= {target:.3f}: {'met' if ratio >= target else 'NOT met'})"
+            if ratio is not None else "not measured"))
+    rl = (_metrics(out / "rl.json") or {}).get("rl")
+    if isinstance(rl, dict) and rl.get("phase_fraction"):
+        split = ", ".join(f"{k} {v:.0%}" for k, v in rl["phase_fraction"].items())
+        lines.append(f"rl phase split: {split}; bound by {rl.get('bound_by')}; generation "
+                     f"{rl.get('generation_tokens_per_s_per_gpu') or 0:,.0f} tok/s, training "
+                     f"{rl.get('training_tokens_per_s_per_gpu') or 0:,.0f} tok/s, sync "
+                     f"{rl.get('weight_sync_gb_per_s') or 0:.1f} GB/s")
+    return lines
 
 
 def _visible_gpus() -> int:

@@ -67,6 +67,7 @@ def preset(name: str) -> ModelArgs:
 SCHEDULES = ("cosine", "constant")
 DEVICES = ("auto", "cuda", "cpu")
 DATA_DTYPES = ("uint16", "uint32")
+WORKLOADS = ("pretrain", "sft", "rl")
 
 
 def setting(default: Any, help: str, *, flag: str | None = None,
@@ -106,6 +107,26 @@ class TrainConfig:
     """Every setting of one training run, flat, as on the command line."""
 
     model: str = setting("tiny", "Model shape preset.", choices=tuple(PRESETS))
+    workload: str = setting(
+        "pretrain", "pretrain: fixed-length next-token steps. sft: chat samples of --data "
+        "(JSONL) packed into rows with per-document attention masks, prompts out of the loss; "
+        "tokens/s and MFU count real tokens. rl: GRPO-style loop (KV-cache generation of "
+        "--rl-group samples per prompt, rule-based reward, group-relative advantages, policy "
+        "update), timed per phase.", choices=WORKLOADS)
+    data: Path | None = setting(
+        None, "Chat JSONL for --workload sft ({\"messages\": [{\"role\", \"content\"}]} or "
+        "{\"prompt\", \"completion\"} per line; default: the shipped synthetic set).")
+    pack: bool = setting(True, "--workload sft: one sample per row, padded (the baseline "
+                         "packing is measured against).", flag="--no-pack")
+    rl_group: int = setting(4, "--workload rl: samples generated per prompt (G); the global "
+                            "batch counts prompts.", minimum=2)
+    rl_prompt_len: int = setting(16, "--workload rl: tokens per (synthetic) prompt.", minimum=1)
+    rl_new_tokens: int = setting(16, "--workload rl: tokens generated per sample.", minimum=1)
+    rl_updates: int = setting(1, "--workload rl: policy updates (optimizer steps) per batch "
+                              "of rollouts.", minimum=1)
+    rl_target_token: int = setting(
+        7, "--workload rl: the rule-based reward is the fraction of generated tokens equal to "
+        "this id.", minimum=0)
     steps: int = setting(20, "Training steps.", minimum=1)
     batch_size: int | None = setting(
         None, "Global batch, in sequences, split evenly over the ranks (default: 8 on CPUs; "

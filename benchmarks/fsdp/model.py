@@ -27,11 +27,15 @@ def rope_frequencies(head_dim: int, max_seq_len: int, theta: float) -> torch.Ten
 
 
 def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of channels of x (batch, seq, heads, head_dim) by position."""
+    """Rotate pairs of channels of x (batch, seq, heads, head_dim) by position: positions
+    0.. from ``freqs`` (max_seq_len, head_dim // 2, 2), or each row's own positions when
+    ``freqs`` was gathered per row, (batch, seq, head_dim // 2, 2) (packed documents)."""
     seq = x.shape[1]
     pairs = x.float().unflatten(-1, (-1, 2))
-    cos = freqs[:seq, None, :, 0]
-    sin = freqs[:seq, None, :, 1]
+    if freqs.dim() == 4:
+        cos, sin = freqs[:, :seq, None, :, 0], freqs[:, :seq, None, :, 1]
+    else:
+        cos, sin = freqs[:seq, None, :, 0], freqs[:seq, None, :, 1]
     real = pairs[..., 0] * cos - pairs[..., 1] * sin
     imag = pairs[..., 0] * sin + pairs[..., 1] * cos
     return torch.stack((real, imag), dim=-1).flatten(-2).type_as(x)
@@ -62,7 +66,8 @@ class Attention(nn.Module):
         self.wv = nn.Linear(args.dim, args.n_kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(args.n_heads * self.head_dim, args.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         bsz, seq, _ = x.shape
         q = self.wq(x).view(bsz, seq, self.n_heads, self.head_dim)
         k = self.wk(x).view(bsz, seq, self.n_kv_heads, self.head_dim)
@@ -71,7 +76,8 @@ class Attention(nn.Module):
         # (batch, heads, seq, head_dim); enable_gqa lets SDPA share each kv head
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         out = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, enable_gqa=self.n_kv_heads != self.n_heads
+            q, k, v, attn_mask=mask, is_causal=mask is None,
+            enable_gqa=self.n_kv_heads != self.n_heads
         )
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
@@ -99,8 +105,9 @@ class TransformerBlock(nn.Module):
         # deeper layers start smaller (torchtitan's depth-scaled init)
         self.init_std = 0.02 / math.sqrt(2 * (layer_id + 1))
 
-    def forward(self, x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), freqs)
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), freqs, mask)
         return h + self.feed_forward(self.ffn_norm(h))
 
     def init_weights(self) -> None:
@@ -142,10 +149,15 @@ class Transformer(nn.Module):
         cutoff = 3 / math.sqrt(self.args.dim)
         nn.init.trunc_normal_(self.output.weight, std=self.args.dim**-0.5, a=-cutoff, b=cutoff)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of ``tokens`` (batch, seq). Packed rows pass each token's position within
+        its document and a boolean attention mask (batch, 1, seq, seq), True where a query
+        may attend (benchmarks.fsdp.sft); without them, one causal sequence per row."""
         h = self.tok_embeddings(tokens)
+        freqs = self.freqs if positions is None else self.get_buffer("freqs")[positions]
         for block in self.layers.values():
-            h = block(h, self.freqs)
+            h = block(h, freqs) if mask is None else block(h, freqs, mask)
         return self.output(self.norm(h))
 
 

@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from benchmarks import distenv, record
-from benchmarks.fsdp import breakdown, checkpoint, defaults, stragglers
+from benchmarks.fsdp import breakdown, checkpoint, defaults, sft, stragglers
 from benchmarks.fsdp.config import TrainConfig, parse_config
 from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
@@ -75,7 +75,8 @@ def resolve_defaults(cfg: TrainConfig, world_size: int, shard: int, device: torc
     settings on a CPU; on a GPU the choice of :func:`benchmarks.fsdp.defaults.gpu_defaults`
     from the model shape and this GPU's memory (None on a CPU)."""
     if device.type != "cuda":
-        return replace(cfg, seq_len=cfg.seq_len or defaults.CPU_SEQ_LEN,
+        cpu_seq = sft.CPU_SEQ_LEN if cfg.workload == "sft" else defaults.CPU_SEQ_LEN
+        return replace(cfg, seq_len=cfg.seq_len or cpu_seq,
                        batch_size=cfg.batch_size or defaults.cpu_batch_size(world_size),
                        compile=bool(cfg.compile), ac=bool(cfg.ac)), None
     props = torch.cuda.get_device_properties(device)
@@ -119,6 +120,9 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Transformer, bo
 
 def build_data(cfg: TrainConfig, vocab: int, env: distenv.DistEnv) -> TokenBatches:
     batch_size, seq_len = sizes(cfg)
+    if cfg.workload == "sft":
+        return sft.PackedBatches(cfg.data or sft.DEFAULT_DATA, batch_size, seq_len, env.rank,
+                                 env.world_size, cfg.pack)
     if cfg.data_file is not None:
         return FileBatches(cfg.data_file, batch_size, seq_len, env.rank,
                            env.world_size, cfg.data_dtype)
@@ -170,6 +174,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     local_tokens = batch_size // env.world_size * seq_len
     fpt = flops_per_token(n_non_embedding, model.args, seq_len)
     loss_fn = loss_function(cfg.parallel.compile)
+    sft_loss_fn = sft.loss_function(cfg.parallel.compile)
     if choice is not None:
         log(choice.summary())
     meter = ThroughputMeter(local_tokens, fpt, peak, cfg.timing_warmup)
@@ -193,13 +198,18 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     memory.mark(None)  # model construction and checkpoint loading are not training
     # each step's rows are built (and on GPUs copied) before its timer starts
     batch = data.local_batch(start_step + 1, device) if start_step < cfg.steps else None
+    extras: list[dict[str, Any]]
     for step in range(start_step + 1, cfg.steps + 1):
         assert batch is not None
-        inputs, targets = batch
+        inputs, targets, *extras = batch  # sft rows also carry positions, mask, loss scale
         start = time.perf_counter()
         clock.start()
-        logits = model(inputs)
-        loss = loss_fn(logits, targets)
+        if extras:
+            logits = model(inputs, extras[0]["positions"], extras[0]["mask"])
+            loss = sft_loss_fn(logits, targets) * extras[0]["scale"]
+        else:
+            logits = model(inputs)
+            loss = loss_fn(logits, targets)
         loss.backward()
         clock.mark()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
@@ -259,6 +269,9 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
                             n_params, env, mesh, device)
     log(stragglers.describe(straggler))
     mesh_barrier(mesh)
+    measured = list(range(cfg.steps - len(meter.step_times) + 1, cfg.steps + 1))
+    workload = (sft.summary(data, measured, meter.step_times, env.world_size, fpt, peak)
+                if isinstance(data, sft.PackedBatches) else {})
     return {
         "params": {**_params(cfg, env, mesh, n_params, n_non_embedding, device, peak, data),
                    "defaults": choice.to_dict() if choice is not None else None,
@@ -266,7 +279,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
                    "loss": "compiled" if cfg.parallel.compile else "eager",
                    "optimizer_kernels": "fused" if device.type == "cuda" else "foreach"},
         "metrics": {
-            **meter.summary(),
+            **sft.real_figures(meter.summary(), workload),
             "flops_per_token": fpt,
             "peak_tflops": peak,
             "peak_tflops_source": peak_source,
@@ -283,13 +296,15 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
             "checkpoint_load": load_timing.to_dict() if load_timing else None,
             "stragglers": straggler,
             "breakdown": step_parts,
+            **({"sft": workload} if workload else {}),
         },
     }
 
 
 def batch_for_reference(data: TokenBatches, cfg: TrainConfig, device: torch.device
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    return data.local_batch(cfg.steps, device)
+    # inputs and targets only: an sft batch also carries its masks and positions
+    return data.local_batch(cfg.steps, device)[:2]
 
 
 def _breakdown(cfg: TrainConfig, parts: breakdown.StepParts, clock: breakdown.PhaseClock,
@@ -416,6 +431,7 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
             data: TokenBatches) -> dict[str, Any]:
     return {
         "model": cfg.model,
+        "workload": cfg.workload,
         "model_args": preset(cfg.model).to_dict(),
         "n_params": n_params,
         "n_params_non_embedding": n_non_embedding,
@@ -485,6 +501,17 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             print(f"error: {why}", file=sys.stderr)
             return 2
+    if cfg.workload == "sft":
+        try:
+            sft.read_conversations(cfg.data or sft.DEFAULT_DATA)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    vocab = preset(cfg.model).vocab_size
+    if cfg.workload == "rl" and cfg.rl_target_token >= vocab:
+        print(f"error: --rl-target-token {cfg.rl_target_token} is outside the {cfg.model} "
+              f"vocabulary (0..{vocab - 1})", file=sys.stderr)
+        return 2
     shard = env.local_world_size if cfg.hsdp else env.world_size
     cfg, choice = resolve_defaults(cfg, env.world_size, shard, device)
     assert cfg.batch_size is not None
@@ -495,7 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     backend, mesh_backend = process_group_backends(device)
     dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
     try:
-        result = train(cfg, env, device, mesh_backend, choice)
+        if cfg.workload == "rl":
+            from benchmarks.fsdp import rl  # rl builds on this module's pieces
+
+            result = rl.train_rl(cfg, env, device, mesh_backend, choice)
+        else:
+            result = train(cfg, env, device, mesh_backend, choice)
         if dist.get_rank() == 0 and cfg.out is not None:
             status, reasons = verdict(result["metrics"], cfg.steps)
             rec = record.new_record("fsdp", params=result["params"], metrics=result["metrics"],

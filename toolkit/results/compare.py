@@ -176,6 +176,9 @@ def compare_records(current: dict[str, Any], baseline: dict[str, Any],
         out.notes.append(f"baseline is from {base_cluster or '?'} / {base_type or '?'}")
     if current["kind"] in m.BUSBW_KINDS:
         compare_busbw(current, baseline, threshold, out)
+    elif current["kind"] == "fsdp" and m.workload(current) != m.workload(baseline):
+        out.notes.append(f"baseline is a {m.workload(baseline)} run, this a "
+                         f"{m.workload(current)} run: their throughputs are not comparable")
     elif current["kind"] == "fsdp":
         compare_training(current, baseline, threshold, out)
     elif current["kind"] == "health":

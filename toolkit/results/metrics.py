@@ -145,6 +145,49 @@ def training_scalars(record: dict[str, Any]) -> dict[str, float]:
             if (value := _number(raw)) is not None:
                 out[f"checkpoint_{key}"] = value
     out.update(_checkpoint_timings(metrics))
+    out.update(workload_scalars(record))
+    return out
+
+
+POST_TRAINING = ("sft", "rl")
+
+
+def workload(record: dict[str, Any]) -> str:
+    """pretrain, sft or rl (``params.workload``; records from before it are pre-training)."""
+    value = (record.get("params") or {}).get("workload")
+    return value if isinstance(value, str) and value else "pretrain"
+
+
+def workload_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """``sft_<key>`` / ``rl_<key>`` numbers of a post-training record's ``metrics.<workload>``
+    (``rl_phase_<phase>_s`` and ``rl_fraction_<phase>`` from the phase split)."""
+    name = workload(record)
+    section = (record.get("metrics") or {}).get(name)
+    if name not in POST_TRAINING or not isinstance(section, dict):
+        return {}
+    out = {f"{name}_{k}": v for k, raw in section.items() if (v := _number(raw)) is not None}
+    for key, prefix in (("phase_mean_s", "phase_"), ("phase_fraction", "fraction_")):
+        part = section.get(key)
+        if isinstance(part, dict):
+            for phase, raw in part.items():
+                if (value := _number(raw)) is not None:
+                    suffix = "_s" if prefix == "phase_" else ""
+                    out[f"{name}_{prefix}{phase}{suffix}"] = value
+    return out
+
+
+def rl_iterations(record: dict[str, Any]) -> list[tuple[int, dict[str, float]]]:
+    """(iteration, {phase: seconds}) of an rl record, in order."""
+    section = (record.get("metrics") or {}).get("rl")
+    if workload(record) != "rl" or not isinstance(section, dict):
+        return []
+    out = []
+    for item in _list(section.get("iterations")):
+        if not isinstance(item, dict) or (step := _number(item.get("step"))) is None:
+            continue
+        phases = {k.removesuffix("_s"): v for k, raw in item.items()
+                  if k.endswith("_s") and (v := _number(raw)) is not None}
+        out.append((int(step), phases))
     return out
 
 
@@ -312,7 +355,7 @@ def headline(record: dict[str, Any]) -> str:
         return "; ".join(parts) or "no busbw rows"
     if kind == "fsdp":
         scalars = training_scalars(record)
-        parts = []
+        parts = _workload_headline(record, scalars)
         if "tokens_per_s_per_gpu" in scalars:
             parts.append(f"{scalars['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
         if "mfu" in scalars:
@@ -357,6 +400,31 @@ def headline(record: dict[str, Any]) -> str:
         return f"{fig}; " + (f"blamed {', '.join(map(str, blamed))}" if blamed else
                              "no slow node")
     return ""
+
+
+def _workload_headline(record: dict[str, Any], sc: dict[str, float]) -> list[str]:
+    name = workload(record)
+    if name == "sft":
+        parts = ["sft"]
+        if "sft_real_tokens_per_s_per_gpu" in sc:
+            parts.append(f"{sc['sft_real_tokens_per_s_per_gpu']:,.0f} real tok/s/GPU")
+        if "sft_real_mfu" in sc:
+            parts.append(f"real-token MFU {format_ratio(sc['sft_real_mfu'])}")
+        if "sft_padding_fraction_packed" in sc and "sft_padding_fraction_unpacked" in sc:
+            parts.append(f"padding {sc['sft_padding_fraction_packed']:.0%} packed / "
+                         f"{sc['sft_padding_fraction_unpacked']:.0%} unpacked")
+        return parts
+    if name == "rl":
+        section = (record.get("metrics") or {}).get("rl") or {}
+        bound = section.get("bound_by") if isinstance(section, dict) else None
+        parts = ["rl"]
+        if isinstance(bound, str) and f"rl_fraction_{bound}" in sc:
+            parts.append(f"bound by {bound} ({sc[f'rl_fraction_{bound}']:.0%})")
+        if "rl_generation_tokens_per_s_per_gpu" in sc:
+            parts.append(f"generation {sc['rl_generation_tokens_per_s_per_gpu']:,.0f} "
+                         "tok/s/GPU")
+        return parts
+    return []
 
 
 def mfu_fraction(value: float) -> float:

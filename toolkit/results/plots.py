@@ -156,6 +156,26 @@ def time_axis(ax, times: Sequence[dt.datetime], maxticks: int = 6) -> None:
     ax.xaxis.set_major_formatter(mdates.DateFormatter(fmt))
 
 
+def phase_split_chart(iterations: list[tuple[int, dict[str, float]]], title: str) -> str:
+    """Seconds of each phase per RL iteration, stacked bars (generation, reward, training,
+    weight sync)."""
+    fig = Figure(figsize=(6.4, 3.2))
+    ax = fig.add_subplot()
+    steps = [s for s, _ in iterations]
+    phases = sorted({p for _, split in iterations for p in split})
+    bottom = [0.0] * len(steps)
+    for phase in phases:
+        values = [split.get(phase, 0.0) for _, split in iterations]
+        ax.bar(steps, values, bottom=bottom, label=phase.replace("_", " "))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("seconds")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    return png_data_uri(fig)
+
+
 def loss_chart(curves: dict[str, list[tuple[int, float]]]) -> str:
     fig = Figure(figsize=(6.4, 3.0))
     ax = fig.add_subplot()

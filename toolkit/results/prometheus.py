@@ -97,6 +97,20 @@ def _group_labels(record: dict[str, Any]) -> dict[str, str]:
     return {"cluster": cluster or "unknown", "instance_type": instance_type or "unknown"}
 
 
+def latest_per_workload(store: ResultStore, look: int = 50) -> list[dict[str, Any]]:
+    """The newest fsdp record of each workload (pretrain, sft, rl) of each group, among the
+    group's ``look`` newest runs: a fine-tuning run does not replace pre-training's gauges."""
+    out = []
+    for group in store.group_kinds("fsdp"):
+        seen: dict[str, dict[str, Any]] = {}
+        for index, record in enumerate(store.newest_first("fsdp", *group)):
+            if index >= look:
+                break
+            seen.setdefault(m.workload(record), record)
+        out += [seen[w] for w in sorted(seen)]
+    return out
+
+
 def collect(store: ResultStore, threshold: float) -> list[Family]:
     fams: dict[str, Family] = {}
 
@@ -104,8 +118,10 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
         return fams.setdefault(name, Family(name, help_text))
 
     for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage", "inference"):
-        for record in store.latest(kind):
+        for record in latest_per_workload(store) if kind == "fsdp" else store.latest(kind):
             group = _group_labels(record)
+            if (workload := m.workload(record)) != "pretrain":  # a series of its own
+                group = {**group, "workload": workload}
             labels = {**group, "kind": kind}
             created = check_created(record["created"])
             family("pctk_result_timestamp_seconds",

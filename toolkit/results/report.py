@@ -208,6 +208,8 @@ class TrainingSeries:
 
     def add(self, record: dict[str, Any]) -> None:
         label = group_label(group_key(record))
+        if (workload := m.workload(record)) != "pretrain":  # other figures: own series
+            label = f"{label} [{workload}]"
         when = check_created(record["created"])
         scalars = m.training_scalars(record)
         if "tokens_per_s_per_gpu" in scalars:
@@ -248,6 +250,12 @@ def training_section(store: ResultStore, training: TrainingSeries,
     if losses:
         images.append(_img(plots.loss_chart(losses), "loss of the latest training run",
                            sum(map(len, losses.values()))))
+    for key in sorted(groups):
+        rl_run = latest_rl(store, key)
+        if rl_run is not None and (split := m.rl_iterations(rl_run)):
+            title = f"RL phase split per iteration, {group_label(key)} ({rl_run['created']})"
+            images.append(_img(plots.phase_split_chart(split, title), title,
+                               sum(len(p) for _, p in split)))
     return (f'<div class="plots">{"".join(images)}</div>' + note
             + table(["cluster / type", "latest run", "figures"], rows))
 
@@ -277,6 +285,17 @@ def inference_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
             "or a GPU without a catalog memory bandwidth</p>" if unjudged else "")
     return (f'<div class="plots">{image}</div>' + note
             + table(["cluster / type", "latest run", "figures"], rows))
+
+
+def latest_rl(store: ResultStore, key: tuple[str, str], look: int = 50
+              ) -> dict[str, Any] | None:
+    """The newest rl-workload fsdp record of a group among its ``look`` newest fsdp runs."""
+    for index, record in enumerate(store.newest_first("fsdp", *key)):
+        if index >= look:
+            break
+        if m.workload(record) == "rl":
+            return record
+    return None
 
 
 def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:

@@ -110,10 +110,12 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
     if kind == "fsdp":
         scalars = m.training_scalars(record)
         out = []
+        # a post-training workload is a series of its own (its tokens/s count other things)
+        where = "" if m.workload(record) == "pretrain" else f"workload {m.workload(record)}"
         if "tokens_per_s_per_gpu" in scalars:
-            out.append(("tokens_per_s_per_gpu", "", scalars["tokens_per_s_per_gpu"]))
+            out.append(("tokens_per_s_per_gpu", where, scalars["tokens_per_s_per_gpu"]))
         if "mfu" in scalars:
-            out.append(("mfu", "", m.mfu_fraction(scalars["mfu"])))
+            out.append(("mfu", where, m.mfu_fraction(scalars["mfu"])))
         for key in STORAGE_METRICS:  # checkpoint writes and reads: the storage figures
             if key in scalars:
                 out.append((key, "", scalars[key]))

@@ -28,8 +28,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
 # TrainConfig fields offered here, in --help order, and where the driver's default or help
 # differs from the node's
-TRAIN_OPTIONS = ("model", "steps", "seq_len", "ckpt_every", "ac", "compile", "hsdp",
-                 "peak_tflops", "probe_matmuls")
+TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac",
+                 "compile", "hsdp", "peak_tflops", "probe_matmuls")
 DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"default": "8b", "help": f"Shape preset: {', '.join(PRESETS)}."},
     "steps": {"default": 50},
@@ -105,7 +105,10 @@ def fsdp_command(
     db: Path | None = DbOption,
     **train: Any,
 ) -> None:
-    """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm."""
+    """FSDP2 training benchmark (tokens/s, TFLOPs, MFU, checkpoint GB/s) through Slurm.
+
+    --workload sft: packed chat samples; tokens/s and MFU on real tokens, padding saved.
+    --workload rl: a GRPO-style loop, time per phase (generation, reward, training, sync)."""
     with long_command():
         seq_len = train.pop("seq_len")
         job = driver.plan(TrainConfig(**train), nodes=nodes, batch_per_gpu=batch_per_gpu,

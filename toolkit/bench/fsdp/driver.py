@@ -35,7 +35,9 @@ DEFAULT_SEQ_LEN = {"tiny": 64, "small": 256}
 JOB_SETTINGS = ("model", "steps", "batch_size", "seq_len", "out")
 CKPT_SETTINGS = ("ckpt_dir", "ckpt_every")
 # TrainConfig fields `pctk bench fsdp` passes through as they are
-PASSED_SETTINGS = ("ac", "compile", "hsdp", "peak_tflops")
+PASSED_SETTINGS = ("workload", "data", "ac", "compile", "hsdp", "peak_tflops")
+# CPU-sized shapes' row length for --workload sft (most synthetic chat samples fit whole)
+SFT_SEQ_LEN = 1024
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,12 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
     ranks = ranks or 8
     small = model in DEFAULT_SEQ_LEN  # CPU-sized shapes keep fixed small defaults
     if small:
-        seq_len, batch_per_gpu = seq_len or DEFAULT_SEQ_LEN[model], batch_per_gpu or 1
+        fallback = SFT_SEQ_LEN if train.workload == "sft" else DEFAULT_SEQ_LEN[model]
+        seq_len, batch_per_gpu = seq_len or fallback, batch_per_gpu or 1
+    if train.data is not None:
+        if not train.data.is_file():
+            raise PctkError(f"--data {train.data}: no such file")
+        train = replace(train, data=train.data.resolve())  # the node runs in another folder
     job = FsdpJob(
         nodes=nodes, model=model, run_dir=(run_dir or default_run_dir(model)).resolve(),
         tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
@@ -266,6 +273,7 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
         ("batch", f"{p['global_batch_size']} x {p['seq_len']} tokens, {p['param_dtype']}"),
         ("options", f"compile={p['compile']} ac={p['activation_checkpointing']} "
                     f"hsdp={p['hsdp']}"),
+        *workload_rows(p, m),
         ("tokens/s per GPU", num("tokens_per_s_per_gpu", ",.0f")),
         ("TFLOPs per GPU", num("tflops_per_gpu", ".1f")),
         ("MFU", num("mfu", ".1%") + (f" ({m['mfu_dtype']} peak)" if m.get("mfu") is not None
@@ -281,6 +289,27 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                             if load else "-"),
         ("verdict", " ".join([rec["verdict"]["status"], *rec["verdict"]["reasons"]])),
     ]
+
+
+def workload_rows(p: dict[str, Any], m: dict[str, Any]) -> list[tuple[str, str]]:
+    """The post-training figures of an sft or rl record (none for pre-training)."""
+    workload = p.get("workload", "pretrain")
+    w = m.get(workload) or {}
+    if workload == "sft":
+        mfu = w.get("real_mfu")
+        return [("workload", f"sft, {'packed' if w.get('packed') else 'one sample per row'}"),
+                ("real tokens/s per GPU", f"{w.get('real_tokens_per_s_per_gpu') or 0:,.0f} "
+                 f"(MFU {mfu:.1%})" if mfu is not None else
+                 f"{w.get('real_tokens_per_s_per_gpu') or 0:,.0f}"),
+                ("padding", f"{w.get('padding_fraction_packed', 0):.1%} packed, "
+                            f"{w.get('padding_fraction_unpacked', 0):.1%} one per row")]
+    if workload == "rl":
+        split = w.get("phase_fraction") or {}
+        return [("workload", "rl (GRPO-style)"),
+                ("phase split", ", ".join(f"{k} {v:.0%}" for k, v in split.items()) or "-"),
+                ("bound by", str(w.get("bound_by", "-"))),
+                ("final mean reward", f"{w['rewards'][-1][1]:.3f}" if w.get("rewards") else "-")]
+    return []
 
 
 def _memory_line(m: dict[str, Any]) -> str:
