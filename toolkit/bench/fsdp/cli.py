@@ -33,9 +33,9 @@ TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", 
 DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"default": "8b", "help": f"Shape preset: {', '.join(PRESETS)}."},
     "steps": {"default": 50},
-    "seq_len": {"default": None, "help": "Tokens per sequence [on GPUs chosen on the node from "
+    "seq_len": {"default": None, "help": "Tokens per sequence (on GPUs chosen on the node from "
                 "the shape and the GPU memory; "
-                + ", ".join(f"{m} {n}" for m, n in driver.DEFAULT_SEQ_LEN.items()) + "]."},
+                + ", ".join(f"{m} {n}" for m, n in driver.DEFAULT_SEQ_LEN.items()) + ")."},
     "peak_tflops": {"help": "Dense bf16 peak per GPU (default: from --instance-type, else "
                             "from the GPU name on the node)."},
 }
@@ -83,8 +83,8 @@ def with_options(extra: list[inspect.Parameter]) -> Callable[[F], F]:
 def fsdp_command(
     nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes to train on."),
     batch_per_gpu: int | None = typer.Option(
-        None, help="Sequences per GPU per step [on GPUs chosen on the node from the shape and "
-        "the GPU memory; tiny and small 1]."),
+        None, help="Sequences per GPU per step (on GPUs chosen on the node from the shape and "
+        "the GPU memory; tiny and small 1)."),
     partition: str | None = typer.Option(None, "--partition", "-p", help="Slurm partition."),
     instance_type: str | None = typer.Option(
         None, help="Instance type in the catalog: GPUs per node and peak TFLOP/s from it."),
