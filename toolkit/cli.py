@@ -66,7 +66,8 @@ COMMANDS = (
     LazyCommand("cancel", "toolkit.submit.cli:register", "Cancel jobs (scancel).",
                 registers=True),
     LazyCommand("bench", "toolkit.bench.cli:app",
-                "Benchmarks that validate the accelerator and interconnect layers."),
+                "Benchmarks of every layer: interconnect, storage, training (FSDP, scaling, "
+                "SFT, RL) and inference."),
     LazyCommand("health", "toolkit.health.cli:app",
                 "Node health: GPUs, EFA, storage, munge, clock; drain and resume."),
     LazyCommand("results", "toolkit.results.cli:app",

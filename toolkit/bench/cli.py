@@ -31,6 +31,7 @@ BENCH_COMMANDS = (
 
 app = typer.Typer(
     cls=lazy_group(BENCH_COMMANDS),
-    help="Benchmarks that validate the accelerator and interconnect layers.",
+    help="Benchmarks of every layer: interconnect, storage, training (FSDP, scaling, SFT, "
+    "RL) and inference.",
     no_args_is_help=True,
 )
