@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
-from rich.table import Table
 
 from benchmarks.fsdp.config import PRESETS, TrainConfig, settings
+from toolkit.bench import job_cli
 from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
-from toolkit.cliout import JsonOption, emit_json, fail_if
-from toolkit.cliout import console as cli_console
-from toolkit.results.ingest import store_finished_run
+from toolkit.cliout import JsonOption
 from toolkit.submit.longrun import long_command
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,28 +117,5 @@ def fsdp_command(
             typer.echo(driver.render_sbatch(job), nl=False)
             return
         done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json)
-        if done.record is None:
-            if as_json:
-                emit_json({"job_id": done.job_id, "run_dir": str(job.run_dir)}, indent=None,
-                          sort_keys=False)
-            else:
-                typer.echo(f"submitted job {done.job_id}; record will be {job.record_path} (not "
-                           f"waiting, so store it yourself: pctk results add {job.record_path})")
-            return
-        if store:
-            store_finished_run(job.record_path, db)
-        if as_json:
-            emit_json(done.record)
-        else:
-            print_summary(done.record)
-            typer.echo(f"record: {job.record_path}\nlog: {done.log}")
-        fail_if(done.failed)
-
-
-def print_summary(rec: dict[str, Any]) -> None:
-    table = Table(title="pctk bench fsdp", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in driver.summary_rows(rec):
-        table.add_row(key, value)
-    cli_console().print(table)
+        job_cli.finish(job, done, title="pctk bench fsdp", rows=driver.summary_rows,
+                       as_json=as_json, store=store, db=db)
