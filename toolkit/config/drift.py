@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.config import view
 from toolkit.config.findings import Finding, Level, YamlPath, format_path
 from toolkit.config.linemap import LineMap, build_line_map
+from toolkit.config.model import dig
 from toolkit.config.yamlio import compose_yaml_text
 from toolkit.errors import PctkError
 
@@ -45,7 +45,7 @@ def find_drift(data: Any) -> list[DriftIssue]:
 
 
 def _os_drift(data: Any) -> Iterator[DriftIssue]:
-    os_name = view.dig(data, "Image", "Os")
+    os_name = dig(data, "Image", "Os")
     if isinstance(os_name, str) and os_name in OS_REPLACEMENTS and os_name not in supported_oses():
         new = OS_REPLACEMENTS[os_name]
         yield DriftIssue(
@@ -58,9 +58,9 @@ def _os_drift(data: Any) -> Iterator[DriftIssue]:
 
 
 def _login_key_drift(data: Any) -> Iterator[DriftIssue]:
-    pools = view.dig(data, "LoginNodes", "Pools")
+    pools = dig(data, "LoginNodes", "Pools")
     for pi, pool in enumerate(pools if isinstance(pools, list) else []):
-        if isinstance(view.dig(pool, "Ssh"), dict) and "KeyName" in pool["Ssh"]:
+        if isinstance(dig(pool, "Ssh"), dict) and "KeyName" in pool["Ssh"]:
             yield DriftIssue(
                 ("LoginNodes", "Pools", pi, "Ssh", "KeyName"),
                 "KeyName under LoginNodes is no longer supported since ParallelCluster 3.15 "
@@ -117,7 +117,7 @@ def apply_upgrade(text: str, name: str = "<string>") -> tuple[str, list[DriftIss
         else:
             deletions.add(lineno)
             parent = issue.path[:-1]
-            siblings = view.dig(data, *parent)
+            siblings = dig(data, *parent)
             # an Ssh mapping left empty would be `Ssh:` = null, which the schema rejects
             if isinstance(siblings, dict) and set(siblings) == {issue.path[-1]}:
                 deletions.add(_parent_key_line(lines, parent))

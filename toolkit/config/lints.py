@@ -1,9 +1,11 @@
 """pctk's own lints: what aws-parallelcluster's schema and offline validators let through.
 
-Each lint is a small class with a ``code`` and ``check(data)`` returning findings, the shape
-of aws-parallelcluster's validators. Some stand in for upstream validators that need AWS data
-and are therefore skipped offline (EFA support and instance types from the pctk catalog
-instead of EC2); none repeats a validator that runs offline.
+Each lint is a small class with a ``code`` and ``check(config)`` returning findings, the shape
+of aws-parallelcluster's validators: ``config`` is the parsed model
+(:mod:`toolkit.config.model`, read tolerantly, so a half-broken config still gets its lints).
+Some stand in for upstream validators that need AWS data and are therefore skipped offline
+(EFA support and instance types from the pctk catalog instead of EC2); none repeats a
+validator that runs offline.
 """
 
 from __future__ import annotations
@@ -13,18 +15,28 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from toolkit import catalog
-from toolkit.config import view
 from toolkit.config.findings import Finding, Level, YamlPath
+from toolkit.config.model import (
+    SLURM_SETTINGS,
+    ClusterTopology,
+    ComputeResource,
+    Queue,
+    dig,
+    parse_cluster,
+)
 from toolkit.config.typos import unknown_type_hint
 
 
 class Lint:
+    """A check of the parsed config (:class:`~toolkit.config.model.ClusterTopology`, read
+    tolerantly), as upstream validators check the parsed cluster objects."""
+
     code: ClassVar[str]
 
-    def check(self, data: Any) -> list[Finding]:
-        return list(self._check(data))
+    def check(self, config: ClusterTopology) -> list[Finding]:
+        return list(self._check(config))
 
-    def _check(self, data: Any) -> Iterator[Finding]:
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
         raise NotImplementedError
 
     def finding(
@@ -34,12 +46,13 @@ class Lint:
 
 
 class EmptyQueueLint(Lint):
+    """``ComputeResources: []`` (a queue without the key is the schema's finding)."""
+
     code = "empty-queue"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for q in view.queues(data):
-            crs = q.raw.get("ComputeResources")
-            if isinstance(crs, list) and not crs:
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        for q in config.queues:
+            if not q.compute_resources and dig(config.raw, *q.path, "ComputeResources") == []:
                 yield self.finding(Level.ERROR, (*q.path, "ComputeResources"),
                                    f"queue {q.name} has no compute resources",
                                    "add at least one compute resource or remove the queue")
@@ -51,15 +64,15 @@ class CapacityBlockLint(Lint):
 
     code = "capacity-block"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for q in view.queues(data):
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        for q in config.queues:
             if q.capacity_type != "CAPACITY_BLOCK":
                 continue
-            for cr in q.compute_resources():
-                if cr.reservation_target is None:
+            for cr in q.compute_resources:
+                if q.reservation_target_of(cr) is None:
                     yield self.finding(
-                        Level.ERROR, cr.path,
-                        f"{cr.label}: CAPACITY_BLOCK needs CapacityReservationTarget",
+                        Level.ERROR, q.path_of(cr),
+                        f"{q.label(cr)}: CAPACITY_BLOCK needs CapacityReservationTarget",
                         "add CapacityReservationTarget/CapacityReservationId: cr-... of the block",
                     )
 
@@ -71,28 +84,28 @@ class PlacementGroupReservationLint(Lint):
 
     code = "placement-group-reservation"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for cr in view.compute_resources(data):
-            if cr.placement_group_enabled() is not True:
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        for q, cr in config.compute_resources():
+            if q.placement_group_enabled(cr) is not True:
                 continue
-            if cr.queue.capacity_type == "CAPACITY_BLOCK" or cr.reservation_target is None:
+            if q.capacity_type == "CAPACITY_BLOCK" or q.reservation_target_of(cr) is None:
                 continue
             yield self.finding(
-                Level.WARNING, (*cr.path, "Networking", "PlacementGroup"),
-                f"{cr.label}: placement group enabled together with a targeted reservation: the "
-                "reservation may not sit in this placement group, and launches can fail with "
-                "insufficient capacity",
+                Level.WARNING, (*q.path_of(cr), "Networking", "PlacementGroup"),
+                f"{q.label(cr)}: placement group enabled together with a targeted reservation: "
+                "the reservation may not sit in this placement group, and launches can fail "
+                "with insufficient capacity",
                 "set Networking/PlacementGroup/Enabled: false for this queue",
             )
 
 
-def _accelerated(cr: view.CrView) -> bool:
+def _accelerated(cr: ComputeResource) -> bool:
     return any((inst := catalog.find(t)) is not None and inst.accelerator is not None
                for t in cr.instance_types)
 
 
-def _accelerated_nodes(q: view.QueueView) -> int:
-    return sum(cr.max_count for cr in q.compute_resources() if _accelerated(cr))
+def _accelerated_nodes(q: Queue) -> int:
+    return sum(cr.max_count for cr in q.compute_resources if _accelerated(cr))
 
 
 class EfaLint(Lint):
@@ -103,21 +116,21 @@ class EfaLint(Lint):
 
     code = "efa"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for cr in view.compute_resources(data):
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        for q, cr in config.compute_resources():
             for itype in cr.instance_types:
                 inst = catalog.find(itype)
                 if inst is None:
                     continue
-                if cr.efa_enabled and not inst.efa_supported:
-                    yield self.finding(Level.ERROR, (*cr.path, "Efa", "Enabled"),
-                                       f"{cr.label}: {itype} does not support EFA",
+                if cr.efa and not inst.efa_supported:
+                    yield self.finding(Level.ERROR, (*q.path_of(cr), "Efa", "Enabled"),
+                                       f"{q.label(cr)}: {itype} does not support EFA",
                                        "set Efa/Enabled: false or pick an EFA instance type")
-                elif (not cr.efa_enabled and inst.efa_supported and inst.accelerator is not None
-                      and _accelerated_nodes(cr.queue) <= 1):
+                elif (not cr.efa and inst.efa_supported and inst.accelerator is not None
+                      and _accelerated_nodes(q) <= 1):
                     yield self.finding(
-                        Level.WARNING, cr.path,
-                        f"{cr.label}: {itype} supports EFA ({inst.efa_interfaces} interfaces) "
+                        Level.WARNING, q.path_of(cr),
+                        f"{q.label(cr)}: {itype} supports EFA ({inst.efa_interfaces} interfaces) "
                         "but EFA is off",
                         "add Efa: {Enabled: true} (ParallelCluster warns about this too)",
                     )
@@ -126,21 +139,21 @@ class EfaLint(Lint):
 class MultiNodeWithoutEfaLint(Lint):
     code = "multinode-no-efa"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for q in view.queues(data):
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        for q in config.queues:
             nodes = _accelerated_nodes(q)
             if nodes <= 1:
                 continue
-            for cr in q.compute_resources():
-                if not _accelerated(cr) or cr.efa_enabled:
+            for cr in q.compute_resources:
+                if not _accelerated(cr) or cr.efa:
                     continue
                 capable = all((i := catalog.find(t)) is not None and i.efa_supported
                               for t in cr.instance_types)
                 hint = ("add Efa: {Enabled: true} and a placement group" if capable else
                         "use an EFA-capable type (p4d, p5, p5en, p6-b200, trn1) or MaxCount: 1")
                 yield self.finding(
-                    Level.WARNING, cr.path,
-                    f"{cr.label}: multi-node accelerated queue ({nodes} nodes) without EFA: "
+                    Level.WARNING, q.path_of(cr),
+                    f"{q.label(cr)}: multi-node accelerated queue ({nodes} nodes) without EFA: "
                     "NCCL falls back to TCP sockets between nodes",
                     hint,
                 )
@@ -149,17 +162,14 @@ class MultiNodeWithoutEfaLint(Lint):
 class UnknownInstanceTypeLint(Lint):
     code = "unknown-instance-type"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
         places: list[tuple[YamlPath, str]] = []
-        head = view.dig(data, "HeadNode", "InstanceType")
-        if isinstance(head, str):
-            places.append((("HeadNode", "InstanceType"), head))
-        for cr in view.compute_resources(data):
-            places += [((*cr.path, "InstanceType"), t) for t in cr.instance_types]
-        pools = view.dig(data, "LoginNodes", "Pools")
-        for pi, pool in enumerate(pools if isinstance(pools, list) else []):
-            if isinstance(pool, dict) and isinstance(pool.get("InstanceType"), str):
-                places.append((("LoginNodes", "Pools", pi, "InstanceType"), pool["InstanceType"]))
+        if config.head_node_instance_type is not None:
+            places.append((("HeadNode", "InstanceType"), config.head_node_instance_type))
+        for q, cr in config.compute_resources():
+            places += [((*q.path_of(cr), "InstanceType"), t) for t in cr.instance_types]
+        places += [(("LoginNodes", "Pools", pi, "InstanceType"), itype)
+                   for pi, itype in config.login_node_instance_types]
         for path, itype in places:
             if catalog.find(itype) is not None:
                 continue
@@ -183,15 +193,11 @@ class UnknownInstanceTypeLint(Lint):
 class AccountingLint(Lint):
     code = "no-accounting"
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        settings = view.dig(data, "Scheduling", "SlurmSettings")
-        if isinstance(settings, dict) and (settings.get("Database")
-                                           or settings.get("ExternalSlurmdbd")):
-            return
-        if view.dig(data, "Scheduling") is None:
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        if config.any_accounting or not config.scheduling:
             return
         yield self.finding(
-            Level.WARNING, ("Scheduling", "SlurmSettings"),
+            Level.WARNING, SLURM_SETTINGS,
             "no Slurm accounting database: sacct does not work, so job history and submitit's "
             "job status degrade (it can wait forever for a job that died)",
             "add Scheduling/SlurmSettings/Database (Uri, UserName, PasswordSecretArn)",
@@ -220,8 +226,8 @@ class SecretLint(Lint):
         elif isinstance(node, str):
             yield path, node
 
-    def _check(self, data: Any) -> Iterator[Finding]:
-        for path, value in self._walk(data, ()):
+    def _check(self, config: ClusterTopology) -> Iterator[Finding]:
+        for path, value in self._walk(config.raw, ()):
             key = str(path[-1]) if path and isinstance(path[-1], str) else ""
             what = next((w for rx, w in _SECRET_PATTERNS if rx.search(value)), None)
             if what is None and _SECRET_VALUE.match(value) and any(c.isdigit() for c in value) \
@@ -250,8 +256,12 @@ ALL_LINTS: tuple[Lint, ...] = (
 )
 
 
-def run_lints(data: Any, lints: tuple[Lint, ...] = ALL_LINTS) -> list[Finding]:
+def run_lints(config: ClusterTopology | Any,
+              lints: tuple[Lint, ...] = ALL_LINTS) -> list[Finding]:
+    """Each lint's findings on ``config``: the model, or raw YAML data (read tolerantly)."""
+    if not isinstance(config, ClusterTopology):
+        config = parse_cluster(config, tolerant=True)
     findings: list[Finding] = []
     for lint in lints:
-        findings += lint.check(data)
+        findings += lint.check(config)
     return findings

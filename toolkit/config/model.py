@@ -1,28 +1,111 @@
-"""The parts of a ParallelCluster v3 config that shape the Slurm cluster: queues and nodes.
+"""The one parsed model of a ParallelCluster v3 cluster config: every reader goes through it.
 
-This is deliberately lenient: it reads what the local twin and submission need and leaves
-full validation to ``pctk config check``.
+:func:`parse_cluster` reads the parts of a config that pctk uses (queues, compute resources,
+Slurm settings, head and login node types, shared storage) in one of two modes:
+
+- strict (the twin, submission, bench, observe): the first field it cannot read is a one-line
+  :class:`~toolkit.errors.PctkError` that names the file and the YAML path;
+- tolerant (``pctk config check``'s lints, ``pctk config show``): each such field becomes a
+  :class:`Problem` with its YAML path, takes its default, and the rest is read on, so a
+  half-broken config still gets its lints.
+
+Each default is defined once, below, with ParallelCluster's value
+(tests/config/test_model.py holds them against what the official schema reads). Validity is
+the official schema's call (:mod:`toolkit.config.schema`); this model reads only what pctk
+acts on, so ``config check`` reports the schema's findings, not this model's problems.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.config.findings import YamlPath, format_path
 from toolkit.config.yamlio import load_yaml
 from toolkit.errors import PctkError
+
+# ParallelCluster's defaults for what a config leaves out (pcluster.config.cluster_config)
+DEFAULT_SCHEDULER = "slurm"
+DEFAULT_MIN_COUNT = 0
+DEFAULT_MAX_COUNT = 10
+DEFAULT_CAPACITY_TYPE = "ONDEMAND"
+DEFAULT_EFA = False
+DEFAULT_DISABLE_SMT = False  # DisableSimultaneousMultithreading
+DEFAULT_JOB_EXCLUSIVE = False  # JobExclusiveAllocation
+DEFAULT_STATIC_NODE_PRIORITY = 1
+DEFAULT_DYNAMIC_NODE_PRIORITY = 1000
+DEFAULT_SCALEDOWN_IDLETIME = 10  # minutes
+DEFAULT_QUEUE_UPDATE_STRATEGY = "COMPUTE_FLEET_STOP"
+DEFAULT_MEMORY_BASED_SCHEDULING = False
+# DevSettings/Timeouts/ComputeNodeBootstrapTimeout, seconds. NB: aws-parallelcluster 3.16
+# defaults to 2100 (pcluster.constants.NODE_BOOTSTRAP_TIMEOUT); the twin's ResumeTimeout has
+# been derived from 1800 so far (tests/golden).
+DEFAULT_BOOTSTRAP_TIMEOUT = 1800
+
+QUEUES: YamlPath = ("Scheduling", "SlurmQueues")
+SLURM_SETTINGS: YamlPath = ("Scheduling", "SlurmSettings")
+
+
+def dig(data: Any, *keys: str | int) -> Any:
+    """``data[k1][k2]...`` of raw YAML data, None where a level is missing or of another shape."""
+    cur = data
+    for key in keys:
+        if isinstance(key, int):
+            if not isinstance(cur, list) or not 0 <= key < len(cur):
+                return None
+        elif not isinstance(cur, dict):
+            return None
+        cur = cur[key] if isinstance(key, int) else cur.get(key)
+    return cur
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A field the model could not read (tolerant mode): where, what, how to fix it."""
+
+    path: YamlPath
+    message: str
+    hint: str | None = None
+
+    @property
+    def path_str(self) -> str:
+        return format_path(self.path)
+
+    def text(self, source: str) -> str:
+        return f"{source}: {self.path_str}: {self.message}" if self.path else \
+            f"{source}: {self.message}"
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """``Networking/PlacementGroup`` of a queue or compute resource, as written."""
+
+    enabled: bool | None = None  # Enabled, None where not written
+    explicit: bool = False  # Enabled, Id or Name written
 
 
 @dataclass(frozen=True)
 class ComputeResource:
     name: str
-    instance_type: str
+    instance_type: str  # the first of instance_types ("" where none could be read)
     min_count: int
     max_count: int
     efa: bool
-    disable_hyperthreading: bool = False
+    disable_hyperthreading: bool = DEFAULT_DISABLE_SMT
+    index: int = 0  # in its queue's ComputeResources
+    instance_types: tuple[str, ...] = ()  # InstanceType, or each Instances[].InstanceType
+    static_node_priority: int = DEFAULT_STATIC_NODE_PRIORITY
+    dynamic_node_priority: int = DEFAULT_DYNAMIC_NODE_PRIORITY
+    custom_slurm_settings: tuple[tuple[str, str], ...] = ()  # {Key: Value}, one word each
+    placement_group: PlacementGroup = PlacementGroup()
+    reservation_target: dict[str, Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.instance_types and self.instance_type:
+            object.__setattr__(self, "instance_types", (self.instance_type,))
 
     def node_names(self, queue: str, limit: int | None = None) -> list[str]:
         """ParallelCluster node names: static ``<q>-st-<cr>-<i>``, then ``<q>-dy-<cr>-<i>``."""
@@ -37,19 +120,70 @@ class ComputeResource:
 class Queue:
     name: str
     compute_resources: tuple[ComputeResource, ...]
-    capacity_type: str = "ONDEMAND"
+    capacity_type: str = DEFAULT_CAPACITY_TYPE
+    index: int = 0  # in Scheduling/SlurmQueues
+    job_exclusive_allocation: bool = DEFAULT_JOB_EXCLUSIVE
+    custom_slurm_settings: tuple[tuple[str, str], ...] = ()  # {Key: Value}, one word each
+    placement_group: PlacementGroup = PlacementGroup()
+    reservation_target: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def path(self) -> YamlPath:
+        return (*QUEUES, self.index)
+
+    def path_of(self, cr: ComputeResource) -> YamlPath:
+        return (*self.path, "ComputeResources", cr.index)
+
+    def label(self, cr: ComputeResource) -> str:
+        return f"{self.name}/{cr.name}"
+
+    def reservation_target_of(self, cr: ComputeResource) -> dict[str, Any] | None:
+        """The compute resource's own target, else the queue's (ParallelCluster's precedence)."""
+        return cr.reservation_target or self.reservation_target
+
+    def placement_group_enabled(self, cr: ComputeResource) -> bool | None:
+        """The compute resource's PlacementGroup/Enabled, else the queue's."""
+        if cr.placement_group.enabled is not None:
+            return cr.placement_group.enabled
+        return self.placement_group.enabled
+
+    def placement_group_explicit(self, cr: ComputeResource) -> bool:
+        return cr.placement_group.explicit or self.placement_group.explicit
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One ``SharedStorage`` entry; ``raw`` holds its settings as written."""
+
+    index: int
+    mount_dir: str | None
+    storage_type: str | None
+    name: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class ClusterTopology:
+    """A parsed cluster config (the name stays from when it held the topology alone)."""
+
     name: str
     source: str
     queues: tuple[Queue, ...]
-    accounting: bool
+    accounting: bool  # Scheduling/SlurmSettings/Database
     region: str | None = None
     # Scheduling/SlurmSettings/CustomSlurmSettings: cluster-level slurm.conf lines
     custom_slurm_settings: tuple[tuple[str, str], ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    external_slurmdbd: bool = False  # Scheduling/SlurmSettings/ExternalSlurmdbd
+    scheduling: bool = True  # a Scheduling section is written
+    scaledown_idletime: int = DEFAULT_SCALEDOWN_IDLETIME
+    enable_memory_based_scheduling: bool = DEFAULT_MEMORY_BASED_SCHEDULING
+    queue_update_strategy: str = DEFAULT_QUEUE_UPDATE_STRATEGY
+    bootstrap_timeout: int = DEFAULT_BOOTSTRAP_TIMEOUT
+    head_node_instance_type: str | None = None
+    login_node_instance_types: tuple[tuple[int, str], ...] = ()  # (pool index, type)
+    shared_storage: tuple[Storage, ...] = ()
+    problems: tuple[Problem, ...] = ()  # tolerant mode: what could not be read
+    raw: Any = field(default=None, compare=False, repr=False)  # the data as parsed from YAML
 
     def queue(self, name: str) -> Queue:
         for q in self.queues:
@@ -58,105 +192,321 @@ class ClusterTopology:
         known = ", ".join(q.name for q in self.queues) or "none"
         raise PctkError(f"unknown queue {name!r}", f"the queues in {self.source} are: {known}")
 
+    def compute_resources(self) -> Iterator[tuple[Queue, ComputeResource]]:
+        for q in self.queues:
+            for cr in q.compute_resources:
+                yield q, cr
+
+    @property
+    def any_accounting(self) -> bool:
+        """sacct works: a Database, or an ExternalSlurmdbd."""
+        return self.accounting or self.external_slurmdbd
+
 
 _SLURM_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-
-
-def _int(value: Any, where: str, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PctkError(f"{where}: expected an integer, got {value!r}")
-    return value
-
-
-def topology_from_dict(data: Any, source: str, name: str | None = None) -> ClusterTopology:
-    if not isinstance(data, dict):
-        raise PctkError(f"{source}: not a ParallelCluster config (expected a mapping at the top)")
-    sched = data.get("Scheduling")
-    if not isinstance(sched, dict) or sched.get("Scheduler", "slurm") != "slurm":
-        raise PctkError(
-            f"{source}: Scheduling.Scheduler must be slurm",
-            "pctk works with Slurm clusters only",
-        )
-    raw_queues = sched.get("SlurmQueues")
-    if not isinstance(raw_queues, list) or not raw_queues:
-        raise PctkError(f"{source}: Scheduling.SlurmQueues is missing or empty")
-    queues: list[Queue] = []
-    for qi, rq in enumerate(raw_queues):
-        qpath = f"{source}: Scheduling.SlurmQueues[{qi}]"
-        if not isinstance(rq, dict) or not isinstance(rq.get("Name"), str):
-            raise PctkError(f"{qpath}: a queue needs a Name")
-        qname = rq["Name"]
-        if not _SLURM_NAME.fullmatch(qname):
-            raise PctkError(f"{qpath}.Name: {qname!r} is not a valid queue name",
-                            "use lowercase letters, digits and '-', starting with a letter")
-        crs: list[ComputeResource] = []
-        raw_crs = rq.get("ComputeResources")
-        if not isinstance(raw_crs, list) or not raw_crs:
-            raise PctkError(f"{qpath}.ComputeResources: missing or empty")
-        for ci, rc in enumerate(raw_crs):
-            cpath = f"{qpath}.ComputeResources[{ci}]"
-            if not isinstance(rc, dict) or not isinstance(rc.get("Name"), str):
-                raise PctkError(f"{cpath}: a compute resource needs a Name")
-            itype = rc.get("InstanceType")
-            if itype is None and isinstance(rc.get("Instances"), list) and rc["Instances"]:
-                first = rc["Instances"][0]
-                itype = first.get("InstanceType") if isinstance(first, dict) else None
-            if not isinstance(itype, str):
-                raise PctkError(f"{cpath}: needs InstanceType (or Instances[0].InstanceType)")
-            efa = rc.get("Efa") or {}
-            crs.append(
-                ComputeResource(
-                    name=rc["Name"],
-                    instance_type=itype,
-                    min_count=_int(rc.get("MinCount"), f"{cpath}.MinCount", 0),
-                    max_count=_int(rc.get("MaxCount"), f"{cpath}.MaxCount", 10),
-                    efa=bool(isinstance(efa, dict) and efa.get("Enabled")),
-                    disable_hyperthreading=bool(rc.get("DisableSimultaneousMultithreading")),
-                )
-            )
-        queues.append(Queue(qname, tuple(crs), str(rq.get("CapacityType", "ONDEMAND"))))
-    slurm_settings = sched.get("SlurmSettings") or {}
-    accounting = isinstance(slurm_settings, dict) and bool(slurm_settings.get("Database"))
-    region = data.get("Region") if isinstance(data.get("Region"), str) else None
-    return ClusterTopology(
-        name=name or Path(source).stem,
-        source=source,
-        queues=tuple(queues),
-        accounting=accounting,
-        region=region,
-        custom_slurm_settings=_custom_settings(slurm_settings, source),
-        extra={"raw": data},
-    )
-
-
 _SETTING_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
-def _custom_settings(slurm_settings: Any, source: str) -> tuple[tuple[str, str], ...]:
-    """``CustomSlurmSettings: [{MaxArraySize: 2001}, ...]`` as (key, value) pairs, checked so
-    that nothing but one ``Key=Value`` line can come out of each entry."""
-    raw = slurm_settings.get("CustomSlurmSettings") if isinstance(slurm_settings, dict) else None
+class _Reader:
+    """Reads fields; a field it cannot read raises (strict) or becomes a Problem (tolerant)."""
+
+    def __init__(self, source: str, tolerant: bool) -> None:
+        self.source = source
+        self.tolerant = tolerant
+        self.problems: list[Problem] = []
+
+    def problem(self, path: YamlPath, message: str, hint: str | None = None) -> None:
+        found = Problem(path, message, hint)
+        if not self.tolerant:
+            raise PctkError(found.text(self.source), hint)
+        self.problems.append(found)
+
+    def int_(self, owner: dict[str, Any], key: str, path: YamlPath, default: int) -> int:
+        value = owner.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem((*path, key), f"expected an integer, got {value!r}")
+            return default
+        return value
+
+    def opt_bool(self, owner: Any, key: str, path: YamlPath) -> bool | None:
+        value = owner.get(key) if isinstance(owner, dict) else None
+        if value is None or isinstance(value, bool):
+            return value
+        self.problem((*path, key), f"expected true or false, got {value!r}")
+        return None
+
+    def bool_(self, owner: Any, key: str, path: YamlPath, default: bool) -> bool:
+        value = self.opt_bool(owner, key, path)
+        return default if value is None else value
+
+    def str_(self, owner: Any, key: str, path: YamlPath, default: Any) -> Any:
+        value = owner.get(key) if isinstance(owner, dict) else None
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.problem((*path, key), f"expected a string, got {value!r}")
+            return default
+        return value
+
+    def mapping(self, owner: Any, key: str, path: YamlPath, example: str) -> dict[str, Any]:
+        value = owner.get(key) if isinstance(owner, dict) else None
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem((*path, key), f"expected a mapping like {example}")
+            return {}
+        return value
+
+
+def parse_cluster(data: Any, source: str = "<config>", name: str | None = None, *,
+                  tolerant: bool = False) -> ClusterTopology:
+    """The model of a cluster config's raw YAML data; see the module's doc for the modes."""
+    r = _Reader(source, tolerant)
+    topo_name = name or Path(source).stem
+    if not isinstance(data, dict):
+        r.problem((), "not a ParallelCluster config (expected a mapping at the top)")
+        return ClusterTopology(topo_name, source, (), False, problems=tuple(r.problems),
+                               scheduling=False, raw=data)
+    sched = data.get("Scheduling")
+    if not isinstance(sched, dict) or sched.get("Scheduler", DEFAULT_SCHEDULER) != "slurm":
+        r.problem(("Scheduling", "Scheduler"), "must be slurm",
+                  "pctk works with Slurm clusters only")
+    queues = _queues(r, sched)
+    ss = r.mapping(sched, "SlurmSettings", ("Scheduling",), "{ScaledownIdletime: 10}")
+    idle = ss.get("ScaledownIdletime", DEFAULT_SCALEDOWN_IDLETIME)
+    if isinstance(idle, bool) or not isinstance(idle, int) or (idle < 1 and idle != -1):
+        r.problem((*SLURM_SETTINGS, "ScaledownIdletime"),
+                  f"expected minutes >= 1 or -1, got {idle!r}")
+        idle = DEFAULT_SCALEDOWN_IDLETIME
+    boot = dig(data, "DevSettings", "Timeouts", "ComputeNodeBootstrapTimeout")
+    if boot is not None and (isinstance(boot, bool) or not isinstance(boot, int) or boot <= 0):
+        r.problem(("DevSettings", "Timeouts", "ComputeNodeBootstrapTimeout"),
+                  f"expected seconds > 0, got {boot!r}")
+        boot = None
+    head = dig(data, "HeadNode", "InstanceType")
+    pools = dig(data, "LoginNodes", "Pools")
+    return ClusterTopology(
+        name=topo_name,
+        source=source,
+        queues=queues,
+        accounting=bool(ss.get("Database")),
+        region=r.str_(data, "Region", (), None),
+        custom_slurm_settings=_cluster_custom(r, ss),
+        external_slurmdbd=bool(ss.get("ExternalSlurmdbd")),
+        scheduling=sched is not None,
+        scaledown_idletime=idle,
+        enable_memory_based_scheduling=r.bool_(ss, "EnableMemoryBasedScheduling", SLURM_SETTINGS,
+                                               DEFAULT_MEMORY_BASED_SCHEDULING),
+        queue_update_strategy=r.str_(ss, "QueueUpdateStrategy", SLURM_SETTINGS,
+                                     DEFAULT_QUEUE_UPDATE_STRATEGY),
+        bootstrap_timeout=DEFAULT_BOOTSTRAP_TIMEOUT if boot is None else boot,
+        head_node_instance_type=head if isinstance(head, str) else None,
+        login_node_instance_types=tuple(
+            (pi, p["InstanceType"]) for pi, p in enumerate(pools if isinstance(pools, list) else [])
+            if isinstance(p, dict) and isinstance(p.get("InstanceType"), str)),
+        shared_storage=_storage(r, data),
+        problems=tuple(r.problems),
+        raw=data,
+    )
+
+
+def topology_from_dict(data: Any, source: str, name: str | None = None) -> ClusterTopology:
+    """The strict model (a one-line PctkError at the first field it cannot read)."""
+    return parse_cluster(data, source, name)
+
+
+def load_topology(path: str | Path, *, tolerant: bool = False) -> ClusterTopology:
+    """Read a ParallelCluster v3 YAML file into the model (strict unless ``tolerant``)."""
+    return parse_cluster(load_yaml(path), str(path), tolerant=tolerant)
+
+
+def _queues(r: _Reader, sched: Any) -> tuple[Queue, ...]:
+    raw_queues = sched.get("SlurmQueues") if isinstance(sched, dict) else None
+    if not isinstance(raw_queues, list) or not raw_queues:
+        r.problem(QUEUES, "missing or empty")
+        return ()
+    queues: list[Queue] = []
+    for qi, rq in enumerate(raw_queues):
+        qpath: YamlPath = (*QUEUES, qi)
+        if not isinstance(rq, dict):
+            r.problem(qpath, "a queue needs a Name")
+            continue
+        qname = rq.get("Name")
+        if not isinstance(qname, str):
+            r.problem(qpath, "a queue needs a Name")
+            qname = f"#{qi}"
+        elif not _SLURM_NAME.fullmatch(qname):
+            r.problem((*qpath, "Name"), f"{qname!r} is not a valid queue name",
+                      "use lowercase letters, digits and '-', starting with a letter")
+        crs: list[ComputeResource] = []
+        raw_crs = rq.get("ComputeResources")
+        if not isinstance(raw_crs, list) or not raw_crs:
+            r.problem((*qpath, "ComputeResources"), "missing or empty")
+            raw_crs = []
+        for ci, rc in enumerate(raw_crs):
+            cr = _compute_resource(r, rc, (*qpath, "ComputeResources", ci), ci)
+            if cr is not None:
+                crs.append(cr)
+        queues.append(Queue(
+            name=qname,
+            compute_resources=tuple(crs),
+            capacity_type=r.str_(rq, "CapacityType", qpath, DEFAULT_CAPACITY_TYPE),
+            index=qi,
+            job_exclusive_allocation=r.bool_(rq, "JobExclusiveAllocation", qpath,
+                                             DEFAULT_JOB_EXCLUSIVE),
+            custom_slurm_settings=_resource_custom(r, rq, qpath),
+            placement_group=_placement_group(r, rq, qpath),
+            reservation_target=_reservation_target(rq),
+        ))
+    return tuple(queues)
+
+
+def _compute_resource(r: _Reader, rc: Any, cpath: YamlPath, ci: int) -> ComputeResource | None:
+    if not isinstance(rc, dict):
+        r.problem(cpath, "a compute resource needs a Name")
+        return None
+    name = rc.get("Name")
+    if not isinstance(name, str):
+        r.problem(cpath, "a compute resource needs a Name")
+        name = f"#{ci}"
+    types = _instance_types(r, rc, cpath)
+    if not types:
+        r.problem(cpath, "needs InstanceType (or Instances[0].InstanceType)")
+    efa = r.mapping(rc, "Efa", cpath, "{Enabled: true}")
+    return ComputeResource(
+        name=name,
+        instance_type=types[0] if types else "",
+        min_count=r.int_(rc, "MinCount", cpath, DEFAULT_MIN_COUNT),
+        max_count=r.int_(rc, "MaxCount", cpath, DEFAULT_MAX_COUNT),
+        efa=r.bool_(efa, "Enabled", (*cpath, "Efa"), DEFAULT_EFA),
+        disable_hyperthreading=r.bool_(rc, "DisableSimultaneousMultithreading", cpath,
+                                       DEFAULT_DISABLE_SMT),
+        index=ci,
+        instance_types=types,
+        static_node_priority=_priority(r, rc, "StaticNodePriority", cpath,
+                                       DEFAULT_STATIC_NODE_PRIORITY),
+        dynamic_node_priority=_priority(r, rc, "DynamicNodePriority", cpath,
+                                        DEFAULT_DYNAMIC_NODE_PRIORITY),
+        custom_slurm_settings=_resource_custom(r, rc, cpath),
+        placement_group=_placement_group(r, rc, cpath),
+        reservation_target=_reservation_target(rc),
+    )
+
+
+def _instance_types(r: _Reader, rc: dict[str, Any], cpath: YamlPath) -> tuple[str, ...]:
+    single = rc.get("InstanceType")
+    if isinstance(single, str):
+        return (single,)
+    if single is not None:
+        r.problem((*cpath, "InstanceType"), f"expected a string, got {single!r}")
+    items = rc.get("Instances")
+    if not isinstance(items, list):
+        return ()
+    types: list[str] = []
+    for i, item in enumerate(items):
+        itype = item.get("InstanceType") if isinstance(item, dict) else None
+        if isinstance(itype, str):
+            types.append(itype)
+        else:
+            r.problem((*cpath, "Instances", i), "needs InstanceType")
+    return tuple(types)
+
+
+def _priority(r: _Reader, owner: dict[str, Any], key: str, path: YamlPath, default: int) -> int:
+    value = owner.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        r.problem((*path, key), f"expected a whole number >= 0, got {value!r}")
+        return default
+    return value
+
+
+def _placement_group(r: _Reader, owner: dict[str, Any], path: YamlPath) -> PlacementGroup:
+    pg = dig(owner, "Networking", "PlacementGroup")
+    if not isinstance(pg, dict):
+        return PlacementGroup()
+    return PlacementGroup(
+        enabled=r.opt_bool(pg, "Enabled", (*path, "Networking", "PlacementGroup")),
+        explicit=any(k in pg for k in ("Enabled", "Id", "Name")),
+    )
+
+
+def _reservation_target(owner: dict[str, Any]) -> dict[str, Any] | None:
+    target = owner.get("CapacityReservationTarget")
+    if isinstance(target, dict) and (
+        target.get("CapacityReservationId") or target.get("CapacityReservationResourceGroupArn")
+    ):
+        return target
+    return None
+
+
+def _resource_custom(r: _Reader, owner: dict[str, Any],
+                     path: YamlPath) -> tuple[tuple[str, str], ...]:
+    """``CustomSlurmSettings: {Key: Value}`` of a queue or compute resource, one word each:
+    nothing but ``Key=Value`` can come out of an entry (a value with a space or '=' would add
+    another attribute to its partition or node line)."""
+    raw = owner.get("CustomSlurmSettings")
     if raw is None:
         return ()
-    where = f"{source}: Scheduling.SlurmSettings.CustomSlurmSettings"
-    if not isinstance(raw, list):
-        raise PctkError(f"{where}: expected a list of single-key mappings")
+    where: YamlPath = (*path, "CustomSlurmSettings")
+    if not isinstance(raw, dict):
+        r.problem(where, "expected a mapping like {Key: Value}")
+        return ()
     out: list[tuple[str, str]] = []
-    for i, entry in enumerate(raw):
-        if not isinstance(entry, dict):
-            raise PctkError(f"{where}[{i}]: expected a mapping like {{MaxArraySize: 2001}}")
-        for key, value in entry.items():
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            if not isinstance(key, str) or not _SETTING_KEY.fullmatch(key):
-                raise PctkError(f"{where}[{i}]: {key!r} is not a slurm.conf parameter name")
-            if isinstance(value, (dict, list)) or "\n" in text or "\r" in text or not text:
-                raise PctkError(f"{where}[{i}].{key}: the value must be one non-empty line")
+    for key, value in raw.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not isinstance(key, str) or not key.isalnum() or not key[:1].isalpha():
+            r.problem(where, f"{key!r} is not a Slurm parameter name")
+        elif isinstance(value, (dict, list)) or not text or any(c.isspace() for c in text):
+            r.problem((*where, key), "the value must be one word (no spaces or newlines)")
+        else:
             out.append((key, text))
     return tuple(out)
 
 
-def load_topology(path: str | Path) -> ClusterTopology:
-    """Read the queues and compute resources of a ParallelCluster v3 YAML file."""
-    return topology_from_dict(load_yaml(path), str(path))
+def _cluster_custom(r: _Reader, slurm_settings: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``CustomSlurmSettings: [{MaxArraySize: 2001}, ...]`` as (key, value) pairs, checked so
+    that nothing but one ``Key=Value`` line can come out of each entry."""
+    raw = slurm_settings.get("CustomSlurmSettings")
+    if raw is None:
+        return ()
+    where: YamlPath = (*SLURM_SETTINGS, "CustomSlurmSettings")
+    if not isinstance(raw, list):
+        r.problem(where, "expected a list of single-key mappings")
+        return ()
+    out: list[tuple[str, str]] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            r.problem((*where, i), "expected a mapping like {MaxArraySize: 2001}")
+            continue
+        for key, value in entry.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if not isinstance(key, str) or not _SETTING_KEY.fullmatch(key):
+                r.problem((*where, i), f"{key!r} is not a slurm.conf parameter name")
+            elif isinstance(value, (dict, list)) or "\n" in text or "\r" in text or not text:
+                r.problem((*where, i, key), "the value must be one non-empty line")
+            else:
+                out.append((key, text))
+    return tuple(out)
+
+
+def _storage(r: _Reader, data: dict[str, Any]) -> tuple[Storage, ...]:
+    raw = data.get("SharedStorage")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        r.problem(("SharedStorage",), "expected a list of storage entries")
+        return ()
+    out: list[Storage] = []
+    for i, entry in enumerate(raw):
+        path: YamlPath = ("SharedStorage", i)
+        if not isinstance(entry, dict):
+            r.problem(path, "expected a mapping (MountDir, Name, StorageType...)")
+            continue
+        out.append(Storage(i, r.str_(entry, "MountDir", path, None),
+                           r.str_(entry, "StorageType", path, None),
+                           r.str_(entry, "Name", path, None), entry))
+    return tuple(out)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from toolkit import catalog
-from toolkit.config import view
+from toolkit.config.model import ClusterTopology, parse_cluster
 
 
 @dataclass(frozen=True)
@@ -75,23 +75,19 @@ class ClusterSummary:
 
 
 def summarize(data: Any) -> ClusterSummary:
+    """The summary of raw config data (read tolerantly) or of the parsed model."""
+    config = data if isinstance(data, ClusterTopology) else parse_cluster(data, tolerant=True)
     resources = []
-    for cr in view.compute_resources(data):
-        itype = cr.instance_types[0] if cr.instance_types else "?"
+    for q, cr in config.compute_resources():
+        itype = cr.instance_type or "?"
         inst = catalog.find(itype)
         acc = inst.accelerator if inst else None
         resources.append(ResourceSummary(
-            queue=cr.queue.name, compute_resource=cr.name, instance_type=itype,
-            capacity_type=cr.queue.capacity_type, min_count=cr.min_count,
+            queue=q.name, compute_resource=cr.name, instance_type=itype,
+            capacity_type=q.capacity_type, min_count=cr.min_count,
             max_count=cr.max_count, accelerator=acc.model if acc else None,
-            accelerators_per_node=acc.count if acc else 0, efa=cr.efa_enabled,
+            accelerators_per_node=acc.count if acc else 0, efa=cr.efa,
             price_usd_per_hour=inst.price_usd_per_hour if inst else None,
         ))
-    storage = [f"{s.get('MountDir', '?')} ({s.get('StorageType', '?')})"
-               for _, s in view.shared_storage(data)]
-    settings = view.dig(data, "Scheduling", "SlurmSettings")
-    accounting = isinstance(settings, dict) and bool(settings.get("Database")
-                                                     or settings.get("ExternalSlurmdbd"))
-    region = data.get("Region") if isinstance(data, dict) else None
-    return ClusterSummary(region if isinstance(region, str) else None, resources, storage,
-                          accounting)
+    storage = [f"{s.mount_dir or '?'} ({s.storage_type or '?'})" for s in config.shared_storage]
+    return ClusterSummary(config.region, resources, storage, config.any_accounting)

@@ -13,10 +13,17 @@ test suite that must not wait for half-hour timers, forces. Each deviation says 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from toolkit.config.model import ClusterTopology
-from toolkit.errors import PctkError
+from toolkit.config.findings import format_path
+from toolkit.config.model import (
+    DEFAULT_BOOTSTRAP_TIMEOUT,
+    DEFAULT_DYNAMIC_NODE_PRIORITY,
+    DEFAULT_MEMORY_BASED_SCHEDULING,
+    DEFAULT_QUEUE_UPDATE_STRATEGY,
+    DEFAULT_SCALEDOWN_IDLETIME,
+    DEFAULT_STATIC_NODE_PRIORITY,
+    ClusterTopology,
+)
 
 # Twin seconds = ParallelCluster seconds / TIME_FACTOR for the clocks of a cluster's life
 # (idle power-down, boot, suspend, node-death detection, kill grace, credential lifetime).
@@ -131,10 +138,11 @@ def deviating_keys(loopback_only: bool = True) -> frozenset[str]:
 class SlurmSettings:
     """Scheduling/SlurmSettings (and the bootstrap timeout) that shape slurm.conf."""
 
-    scaledown_idletime: int = 10  # minutes; -1: never power down
-    enable_memory_based_scheduling: bool = False
-    queue_update_strategy: str = "COMPUTE_FLEET_STOP"
-    bootstrap_timeout: int = 1800  # DevSettings/Timeouts/ComputeNodeBootstrapTimeout, seconds
+    scaledown_idletime: int = DEFAULT_SCALEDOWN_IDLETIME  # minutes; -1: never power down
+    enable_memory_based_scheduling: bool = DEFAULT_MEMORY_BASED_SCHEDULING
+    queue_update_strategy: str = DEFAULT_QUEUE_UPDATE_STRATEGY
+    # DevSettings/Timeouts/ComputeNodeBootstrapTimeout, seconds
+    bootstrap_timeout: int = DEFAULT_BOOTSTRAP_TIMEOUT
 
     @property
     def suspend_time(self) -> int:
@@ -148,29 +156,13 @@ class SlurmSettings:
         return max(10, self.bootstrap_timeout // TIME_FACTOR)
 
 
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
 def slurm_settings(topo: ClusterTopology) -> SlurmSettings:
-    raw = topo.extra.get("raw") if isinstance(topo.extra, dict) else None
-    ss = _get(raw, "Scheduling", "SlurmSettings") or {}
-    where = f"{topo.source}: Scheduling.SlurmSettings"
-    idle = ss.get("ScaledownIdletime", 10) if isinstance(ss, dict) else 10
-    if isinstance(idle, bool) or not isinstance(idle, int) or (idle < 1 and idle != -1):
-        raise PctkError(f"{where}.ScaledownIdletime: expected minutes >= 1 or -1, got {idle!r}")
-    mem = bool(ss.get("EnableMemoryBasedScheduling")) if isinstance(ss, dict) else False
-    strategy = ss.get("QueueUpdateStrategy") if isinstance(ss, dict) else None
-    boot = _get(raw, "DevSettings", "Timeouts", "ComputeNodeBootstrapTimeout")
+    """The config's settings (read, with their defaults, by :mod:`toolkit.config.model`)."""
     return SlurmSettings(
-        scaledown_idletime=idle,
-        enable_memory_based_scheduling=mem,
-        queue_update_strategy=strategy if isinstance(strategy, str) else "COMPUTE_FLEET_STOP",
-        bootstrap_timeout=boot if isinstance(boot, int) and boot > 0 else 1800,
+        scaledown_idletime=topo.scaledown_idletime,
+        enable_memory_based_scheduling=topo.enable_memory_based_scheduling,
+        queue_update_strategy=topo.queue_update_strategy,
+        bootstrap_timeout=topo.bootstrap_timeout,
     )
 
 
@@ -185,8 +177,8 @@ def scaled(seconds: int) -> int:
 # (QueueRenderer._render_partition, ComputeResourceRenderer._definitions/_features).
 # tests/test_twin_render.py renders each one and compares it with ParallelCluster's line.
 PARTITION_FIXED: tuple[tuple[str, str], ...] = (("MaxTime", "INFINITE"), ("State", "UP"))
-STATIC_NODE_PRIORITY = 1  # StaticNodePriority's default: Weight= of static nodes
-DYNAMIC_NODE_PRIORITY = 1000  # DynamicNodePriority's default: Weight= of dynamic nodes
+STATIC_NODE_PRIORITY = DEFAULT_STATIC_NODE_PRIORITY  # Weight= of static nodes
+DYNAMIC_NODE_PRIORITY = DEFAULT_DYNAMIC_NODE_PRIORITY  # Weight= of dynamic nodes
 
 
 @dataclass(frozen=True)
@@ -244,67 +236,39 @@ class QueueSettings:
         return (self.resources or {}).get(name, ResourceSettings())
 
 
-def _custom(raw: Any, where: str, managed: frozenset[str],
-            notes: list[str]) -> tuple[tuple[str, str], ...]:
-    """``CustomSlurmSettings: {Key: Value}`` of a queue or compute resource, one word each:
-    nothing but ``Key=Value`` can come out of an entry (a value with a space or '=' would add
-    another attribute to the line)."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        raise PctkError(f"{where}: expected a mapping like {{Key: Value}}")
+def _unmanaged(pairs: tuple[tuple[str, str], ...], where: str, managed: frozenset[str],
+               notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """A queue's or compute resource's CustomSlurmSettings (one word each, checked by the
+    model) less what the twin sets itself, each of those named in ``notes``."""
     out: list[tuple[str, str]] = []
-    for key, value in raw.items():
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if not isinstance(key, str) or not key.isalnum() or not key[:1].isalpha():
-            raise PctkError(f"{where}: {key!r} is not a Slurm parameter name")
-        if isinstance(value, (dict, list)) or not text or any(c.isspace() for c in text):
-            raise PctkError(f"{where}.{key}: the value must be one word (no spaces or newlines)")
+    for key, value in pairs:
         if key.lower() in managed:
             notes.append(f"{where}.{key} is managed by the twin; not applied")
             continue
-        out.append((key, text))
+        out.append((key, value))
     return tuple(out)
-
-
-def _priority(value: Any, where: str, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PctkError(f"{where}: expected a whole number >= 0, got {value!r}")
-    return value
 
 
 def queue_settings(topo: ClusterTopology, notes: list[str]) -> dict[str, QueueSettings]:
     """Each queue's partition and node settings (see :data:`QUEUE_SETTINGS`), by queue name."""
-    raw = topo.extra.get("raw") if isinstance(topo.extra, dict) else None
-    queues = _get(raw, "Scheduling", "SlurmQueues")
     out: dict[str, QueueSettings] = {}
-    for qi, rq in enumerate(queues if isinstance(queues, list) else []):
-        if not isinstance(rq, dict) or not isinstance(rq.get("Name"), str):
-            continue
-        qwhere = f"{topo.source}: Scheduling.SlurmQueues[{qi}]"
-        resources: dict[str, ResourceSettings] = {}
-        crs = rq.get("ComputeResources")
-        for ci, rc in enumerate(crs if isinstance(crs, list) else []):
-            if not isinstance(rc, dict) or not isinstance(rc.get("Name"), str):
-                continue
-            cwhere = f"{qwhere}.ComputeResources[{ci}]"
-            instances = rc.get("Instances")
-            resources[rc["Name"]] = ResourceSettings(
-                static_weight=_priority(rc.get("StaticNodePriority"),
-                                        f"{cwhere}.StaticNodePriority", STATIC_NODE_PRIORITY),
-                dynamic_weight=_priority(rc.get("DynamicNodePriority"),
-                                         f"{cwhere}.DynamicNodePriority", DYNAMIC_NODE_PRIORITY),
-                custom=_custom(rc.get("CustomSlurmSettings"), f"{cwhere}.CustomSlurmSettings",
-                               TWIN_NODE_KEYS, notes),
-                several_instance_types=(rc.get("InstanceType") is None
-                                        and isinstance(instances, list) and len(instances) > 1),
+    for q in topo.queues:
+        resources = {
+            cr.name: ResourceSettings(
+                static_weight=cr.static_node_priority,
+                dynamic_weight=cr.dynamic_node_priority,
+                custom=_unmanaged(cr.custom_slurm_settings,
+                                  f"{topo.source}: {format_path(q.path_of(cr))}"
+                                  ".CustomSlurmSettings", TWIN_NODE_KEYS, notes),
+                several_instance_types=len(cr.instance_types) > 1,
             )
-        out[rq["Name"]] = QueueSettings(
-            exclusive=rq.get("JobExclusiveAllocation") is True,
-            custom=_custom(rq.get("CustomSlurmSettings"), f"{qwhere}.CustomSlurmSettings",
-                           TWIN_PARTITION_KEYS, notes),
+            for cr in q.compute_resources
+        }
+        out[q.name] = QueueSettings(
+            exclusive=q.job_exclusive_allocation,
+            custom=_unmanaged(q.custom_slurm_settings,
+                              f"{topo.source}: {format_path(q.path)}.CustomSlurmSettings",
+                              TWIN_PARTITION_KEYS, notes),
             resources=resources,
         )
     return out

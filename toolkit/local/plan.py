@@ -177,12 +177,10 @@ def machine_cap(topo: ClusterTopology, limit: int = MAX_TWIN_NODES) -> int:
 
 def mount_dirs(topo: ClusterTopology) -> list[str]:
     """SharedStorage MountDirs of the config (``/fsx``, ``/home``...), in config order."""
-    raw = topo.extra.get("raw") if isinstance(topo.extra, dict) else None
-    storage = raw.get("SharedStorage") if isinstance(raw, dict) else None
     dirs: list[str] = []
-    for entry in storage if isinstance(storage, list) else []:
-        mount = entry.get("MountDir") if isinstance(entry, dict) else None
-        if isinstance(mount, str) and mount.startswith("/") and mount not in dirs:
+    for storage in topo.shared_storage:
+        mount = storage.mount_dir
+        if mount is not None and mount.startswith("/") and mount not in dirs:
             dirs.append(mount)
     return dirs
 

@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from benchmarks.bands import STORAGE
-from toolkit.config.view import shared_storage
+from toolkit.config.model import ClusterTopology, Storage, parse_cluster
 
 PER_UNIT = {  # MB/s per TiB that each deployment type accepts (sources above)
     ("PERSISTENT_1", "SSD"): (50, 100, 200),
@@ -44,25 +44,28 @@ class Provisioned:
     formula: str
 
 
+def _storage(config: Any) -> tuple[Storage, ...]:
+    """SharedStorage of the model, or of raw config data (read tolerantly)."""
+    if not isinstance(config, ClusterTopology):
+        config = parse_cluster(config, tolerant=True)
+    return config.shared_storage
+
+
 def mount_for(config: Any, target: str) -> dict[str, Any] | None:
     """The SharedStorage entry whose MountDir holds ``target`` (the deepest one)."""
     best: tuple[int, dict[str, Any]] | None = None
     path = PurePosixPath(target)
-    for _i, entry in shared_storage(config):
-        mount = entry.get("MountDir")
-        if not isinstance(mount, str):
+    for entry in _storage(config):
+        if entry.mount_dir is None:
             continue
-        mp = PurePosixPath(mount)
+        mp = PurePosixPath(entry.mount_dir)
         if (path == mp or mp in path.parents) and (best is None or len(mp.parts) > best[0]):
-            best = (len(mp.parts), entry)
+            best = (len(mp.parts), entry.raw)
     return best[1] if best else None
 
 
 def first_mount_dir(config: Any) -> str | None:
-    for _i, entry in shared_storage(config):
-        if isinstance(entry.get("MountDir"), str):
-            return str(entry["MountDir"])
-    return None
+    return next((s.mount_dir for s in _storage(config) if s.mount_dir is not None), None)
 
 
 def provisioned(entry: dict[str, Any]) -> Provisioned | None:
