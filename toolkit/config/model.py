@@ -80,14 +80,6 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class PlacementGroup:
-    """``Networking/PlacementGroup`` of a queue or compute resource, as written."""
-
-    enabled: bool | None = None  # Enabled, None where not written
-    explicit: bool = False  # Enabled, Id or Name written
-
-
-@dataclass(frozen=True)
 class ComputeResource:
     name: str
     instance_type: str  # the first of instance_types ("" where none could be read)
@@ -100,7 +92,7 @@ class ComputeResource:
     static_node_priority: int = DEFAULT_STATIC_NODE_PRIORITY
     dynamic_node_priority: int = DEFAULT_DYNAMIC_NODE_PRIORITY
     custom_slurm_settings: tuple[tuple[str, str], ...] = ()  # {Key: Value}, one word each
-    placement_group: PlacementGroup = PlacementGroup()
+    placement_group: bool | None = None  # Networking/PlacementGroup/Enabled, None: not written
     reservation_target: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -124,7 +116,7 @@ class Queue:
     index: int = 0  # in Scheduling/SlurmQueues
     job_exclusive_allocation: bool = DEFAULT_JOB_EXCLUSIVE
     custom_slurm_settings: tuple[tuple[str, str], ...] = ()  # {Key: Value}, one word each
-    placement_group: PlacementGroup = PlacementGroup()
+    placement_group: bool | None = None  # Networking/PlacementGroup/Enabled, None: not written
     reservation_target: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
@@ -143,12 +135,7 @@ class Queue:
 
     def placement_group_enabled(self, cr: ComputeResource) -> bool | None:
         """The compute resource's PlacementGroup/Enabled, else the queue's."""
-        if cr.placement_group.enabled is not None:
-            return cr.placement_group.enabled
-        return self.placement_group.enabled
-
-    def placement_group_explicit(self, cr: ComputeResource) -> bool:
-        return cr.placement_group.explicit or self.placement_group.explicit
+        return self.placement_group if cr.placement_group is None else cr.placement_group
 
 
 @dataclass(frozen=True)
@@ -424,14 +411,9 @@ def _priority(r: _Reader, owner: dict[str, Any], key: str, path: YamlPath, defau
     return value
 
 
-def _placement_group(r: _Reader, owner: dict[str, Any], path: YamlPath) -> PlacementGroup:
+def _placement_group(r: _Reader, owner: dict[str, Any], path: YamlPath) -> bool | None:
     pg = dig(owner, "Networking", "PlacementGroup")
-    if not isinstance(pg, dict):
-        return PlacementGroup()
-    return PlacementGroup(
-        enabled=r.opt_bool(pg, "Enabled", (*path, "Networking", "PlacementGroup")),
-        explicit=any(k in pg for k in ("Enabled", "Id", "Name")),
-    )
+    return r.opt_bool(pg, "Enabled", (*path, "Networking", "PlacementGroup"))
 
 
 def _reservation_target(owner: dict[str, Any]) -> dict[str, Any] | None:
