@@ -126,7 +126,7 @@ BAD_FIELDS: list[tuple[str, Callable[[dict[str, Any]], None], Callable[[ClusterT
      lambda c: _cr_raw(c).update(MaxCount=True),
      lambda t: t.queues[0].compute_resources[0].max_count, model.DEFAULT_MAX_COUNT),
     ("Scheduling.SlurmQueues[0].ComputeResources[0].Efa.Enabled",
-     lambda c: _cr_raw(c).update(Efa={"Enabled": "yes"}),
+     lambda c: _cr_raw(c).update(Efa={"Enabled": "maybe"}),
      lambda t: t.queues[0].compute_resources[0].efa, model.DEFAULT_EFA),
     ("Scheduling.SlurmQueues[0].ComputeResources[0].StaticNodePriority",
      lambda c: _cr_raw(c).update(StaticNodePriority=-1),
@@ -136,7 +136,7 @@ BAD_FIELDS: list[tuple[str, Callable[[dict[str, Any]], None], Callable[[ClusterT
      lambda c: _queue(c).update(CapacityType=["SPOT"]),
      lambda t: t.queues[0].capacity_type, model.DEFAULT_CAPACITY_TYPE),
     ("Scheduling.SlurmQueues[0].JobExclusiveAllocation",
-     lambda c: _queue(c).update(JobExclusiveAllocation="true"),
+     lambda c: _queue(c).update(JobExclusiveAllocation=2),
      lambda t: t.queues[0].job_exclusive_allocation, model.DEFAULT_JOB_EXCLUSIVE),
     ("Scheduling.SlurmSettings.ScaledownIdletime",
      lambda c: c["Scheduling"].update(SlurmSettings={"ScaledownIdletime": 0}),
@@ -157,6 +157,29 @@ def test_a_bad_field_is_refused_strictly_and_defaulted_tolerantly_at_the_same_pa
     tolerant = parse_cluster(data, "c.yaml", tolerant=True)
     assert [p.path_str for p in tolerant.problems] == [path]
     assert read(tolerant) == default
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("false", False), ("'false'", False), ("'no'", False), ("0", False),
+    ("true", True), ("'true'", True), ("'yes'", True), ("1", True),
+])
+def test_a_boolean_is_read_as_the_official_schema_reads_it(written: str, read: bool) -> None:
+    """`Enabled: "false"` is false to ParallelCluster (and was EFA on to the twin before)."""
+    data = copy.deepcopy(MINIMAL)
+    _cr_raw(data)["Efa"] = {"Enabled": yaml.safe_load(written)}
+    assert parse_cluster(data, "c.yaml").queues[0].compute_resources[0].efa is read
+    assert parse_cluster(data, "c.yaml", tolerant=True).queues[0].compute_resources[0].efa is read
+    with offline_aws("us-east-1"):
+        official, findings = load_official(data)
+    assert findings == []
+    assert _cr(official).efa.enabled is read
+
+
+def test_the_boolean_spellings_are_marshmallows() -> None:
+    from marshmallow.fields import Boolean
+
+    assert Boolean.truthy | {True} == model.TRUTHY
+    assert Boolean.falsy | {False} == model.FALSY
 
 
 def _half_broken(base: dict[str, Any]) -> dict[str, Any]:

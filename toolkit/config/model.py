@@ -190,6 +190,14 @@ class ClusterTopology:
         return self.accounting or self.external_slurmdbd
 
 
+# what the official schema reads as true and false (marshmallow's Boolean field, non-strict):
+# `Enabled: "true"` or `Enabled: 1` are as good as `Enabled: true` to ParallelCluster
+# (1 == True and 0 == False: the sets hold both)
+TRUTHY = frozenset({True, "1", "t", "T", "true", "True", "TRUE", "y", "Y", "yes", "Yes", "YES",
+                    "on", "On", "ON"})
+FALSY = frozenset({False, "0", "f", "F", "false", "False", "FALSE", "n", "N", "no", "No", "NO",
+                   "off", "Off", "OFF"})
+
 _SLURM_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _SETTING_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
@@ -219,8 +227,13 @@ class _Reader:
 
     def opt_bool(self, owner: Any, key: str, path: YamlPath) -> bool | None:
         value = owner.get(key) if isinstance(owner, dict) else None
-        if value is None or isinstance(value, bool):
-            return value
+        if value is None:
+            return None
+        if isinstance(value, (bool, int, str)):
+            if value in TRUTHY:
+                return True
+            if value in FALSY:
+                return False
         self.problem((*path, key), f"expected true or false, got {value!r}")
         return None
 
