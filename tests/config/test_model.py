@@ -175,6 +175,30 @@ def test_a_boolean_is_read_as_the_official_schema_reads_it(written: str, read: b
     assert _cr(official).efa.enabled is read
 
 
+@pytest.mark.parametrize("written", [4, "4", " 4 ", 4.0, 4.5, "4.0", True, "x", "${N}", [4]])
+def test_a_count_is_read_as_the_official_schema_reads_it(written: Any) -> None:
+    """MaxCount "4" is 4 to ParallelCluster (marshmallow's Integer); the twin refused it."""
+    from marshmallow import ValidationError
+    from marshmallow.fields import Integer
+
+    try:
+        official: int | None = Integer().deserialize(written)
+    except ValidationError:
+        official = None
+    data = copy.deepcopy(MINIMAL)
+    _cr_raw(data)["MaxCount"] = written
+    tolerant = parse_cluster(data, "c.yaml", tolerant=True)
+    if official is None:
+        with pytest.raises(PctkError, match=r"MaxCount: expected an integer"):
+            parse_cluster(data, "c.yaml")
+        assert [p.path_str for p in tolerant.problems] == [
+            "Scheduling.SlurmQueues[0].ComputeResources[0].MaxCount"]
+    else:
+        assert parse_cluster(data, "c.yaml").queues[0].compute_resources[0].max_count == official
+        assert tolerant.queues[0].compute_resources[0].max_count == official
+        assert tolerant.problems == ()
+
+
 def test_the_boolean_spellings_are_marshmallows() -> None:
     from marshmallow.fields import Boolean
 

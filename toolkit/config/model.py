@@ -18,7 +18,8 @@ acts on, so ``config check`` reports the schema's findings, not this model's pro
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,14 +217,22 @@ class _Reader:
             raise PctkError(found.text(self.source), hint)
         self.problems.append(found)
 
-    def int_(self, owner: dict[str, Any], key: str, path: YamlPath, default: int) -> int:
-        value = owner.get(key)
+    def int_(self, owner: Any, key: str, path: YamlPath, default: int, *,
+             accept: Callable[[int], bool] = lambda n: True,
+             expected: str = "an integer") -> int:
+        """An integer as the official schema reads one (marshmallow's Integer, non-strict:
+        ``"4"`` and ``4.0`` are 4, ``true`` is none), within ``accept``."""
+        value = owner.get(key) if isinstance(owner, dict) else None
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.problem((*path, key), f"expected an integer, got {value!r}")
+        number = None
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            with suppress(ValueError, OverflowError):
+                number = int(value)
+        if number is None or not accept(number):
+            self.problem((*path, key), f"expected {expected}, got {value!r}")
             return default
-        return value
+        return number
 
     def opt_bool(self, owner: Any, key: str, path: YamlPath) -> bool | None:
         value = owner.get(key) if isinstance(owner, dict) else None
@@ -275,16 +284,11 @@ def parse_cluster(data: Any, source: str = "<config>", name: str | None = None, 
                   "pctk works with Slurm clusters only")
     queues = _queues(r, sched)
     ss = r.mapping(sched, "SlurmSettings", ("Scheduling",), "{ScaledownIdletime: 10}")
-    idle = ss.get("ScaledownIdletime", DEFAULT_SCALEDOWN_IDLETIME)
-    if isinstance(idle, bool) or not isinstance(idle, int) or (idle < 1 and idle != -1):
-        r.problem((*SLURM_SETTINGS, "ScaledownIdletime"),
-                  f"expected minutes >= 1 or -1, got {idle!r}")
-        idle = DEFAULT_SCALEDOWN_IDLETIME
-    boot = dig(data, "DevSettings", "Timeouts", "ComputeNodeBootstrapTimeout")
-    if boot is not None and (isinstance(boot, bool) or not isinstance(boot, int) or boot <= 0):
-        r.problem(("DevSettings", "Timeouts", "ComputeNodeBootstrapTimeout"),
-                  f"expected seconds > 0, got {boot!r}")
-        boot = None
+    idle = r.int_(ss, "ScaledownIdletime", SLURM_SETTINGS, DEFAULT_SCALEDOWN_IDLETIME,
+                  accept=lambda n: n >= 1 or n == -1, expected="minutes >= 1 or -1")
+    boot = r.int_(dig(data, "DevSettings", "Timeouts"), "ComputeNodeBootstrapTimeout",
+                  ("DevSettings", "Timeouts"), DEFAULT_BOOTSTRAP_TIMEOUT,
+                  accept=lambda n: n > 0, expected="seconds > 0")
     head = dig(data, "HeadNode", "InstanceType")
     pools = dig(data, "LoginNodes", "Pools")
     return ClusterTopology(
@@ -301,7 +305,7 @@ def parse_cluster(data: Any, source: str = "<config>", name: str | None = None, 
                                                DEFAULT_MEMORY_BASED_SCHEDULING),
         queue_update_strategy=r.str_(ss, "QueueUpdateStrategy", SLURM_SETTINGS,
                                      DEFAULT_QUEUE_UPDATE_STRATEGY),
-        bootstrap_timeout=DEFAULT_BOOTSTRAP_TIMEOUT if boot is None else boot,
+        bootstrap_timeout=boot,
         head_node_instance_type=head if isinstance(head, str) else None,
         login_node_instance_types=tuple(
             (pi, p["InstanceType"]) for pi, p in enumerate(pools if isinstance(pools, list) else [])
@@ -385,10 +389,12 @@ def _compute_resource(r: _Reader, rc: Any, cpath: YamlPath, ci: int) -> ComputeR
                                        DEFAULT_DISABLE_SMT),
         index=ci,
         instance_types=types,
-        static_node_priority=_priority(r, rc, "StaticNodePriority", cpath,
-                                       DEFAULT_STATIC_NODE_PRIORITY),
-        dynamic_node_priority=_priority(r, rc, "DynamicNodePriority", cpath,
-                                        DEFAULT_DYNAMIC_NODE_PRIORITY),
+        static_node_priority=r.int_(rc, "StaticNodePriority", cpath,
+                                    DEFAULT_STATIC_NODE_PRIORITY, accept=lambda n: n >= 0,
+                                    expected="a whole number >= 0"),
+        dynamic_node_priority=r.int_(rc, "DynamicNodePriority", cpath,
+                                     DEFAULT_DYNAMIC_NODE_PRIORITY, accept=lambda n: n >= 0,
+                                     expected="a whole number >= 0"),
         custom_slurm_settings=_resource_custom(r, rc, cpath),
         placement_group=_placement_group(r, rc, cpath),
         reservation_target=_reservation_target(rc),
@@ -412,16 +418,6 @@ def _instance_types(r: _Reader, rc: dict[str, Any], cpath: YamlPath) -> tuple[st
         else:
             r.problem((*cpath, "Instances", i), "needs InstanceType")
     return tuple(types)
-
-
-def _priority(r: _Reader, owner: dict[str, Any], key: str, path: YamlPath, default: int) -> int:
-    value = owner.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        r.problem((*path, key), f"expected a whole number >= 0, got {value!r}")
-        return default
-    return value
 
 
 def _placement_group(r: _Reader, owner: dict[str, Any], path: YamlPath) -> bool | None:
