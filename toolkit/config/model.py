@@ -3,16 +3,18 @@
 :func:`parse_cluster` reads the parts of a config that pctk uses (queues, compute resources,
 Slurm settings, head and login node types, shared storage) in one of two modes:
 
-- strict (the twin, submission, bench, observe): the first field it cannot read is a one-line
-  :class:`~toolkit.errors.PctkError` that names the file and the YAML path;
-- tolerant (``pctk config check``'s lints, ``pctk config show``): each such field becomes a
-  :class:`Problem` with its YAML path, takes its default, and the rest is read on, so a
-  half-broken config still gets its lints.
+- strict (the twin, submission and the benchmarks that submit through it, observe): the first
+  field it cannot read is a one-line :class:`~toolkit.errors.PctkError` that names the file
+  and the YAML path;
+- tolerant (``pctk config check``'s lints, ``pctk config show``, ``pctk bench storage``): each
+  such field becomes a :class:`Problem` with its YAML path and takes its default, and the rest
+  is read on, so a half-broken config still gets its lints.
 
-Each default is defined once, below, with ParallelCluster's value
-(tests/config/test_model.py holds them against what the official schema reads). Validity is
-the official schema's call (:mod:`toolkit.config.schema`); this model reads only what pctk
-acts on, so ``config check`` reports the schema's findings, not this model's problems.
+Each default is defined once, below, with ParallelCluster's value, and values are read as the
+official schema reads them (``MaxCount: "4"`` is 4, ``Enabled: "false"`` is false);
+tests/config/test_model.py holds both against the schema. Validity is the official schema's
+call (:mod:`toolkit.config.schema`): this model reads only what pctk acts on, so
+``config check`` reports the schema's findings, not this model's problems.
 """
 
 from __future__ import annotations
