@@ -16,13 +16,20 @@ PCTK := $(VENV)/bin/pctk
 TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-venv fio \
-                iproute2 gcc shellcheck chromium prometheus prometheus-node-exporter
+                iproute2 gcc make shellcheck chromium prometheus prometheus-node-exporter \
+                libmunge-dev libmariadb-dev
 CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo
 PYTEST_ARGS ?=
 # two workers: the twins that wait on Slurm's clocks run beside the rest (tests/conftest.py);
 # PYTEST_WORKERS=0 runs everything in one process
 PYTEST_WORKERS ?= 2
+# make demo SLURM=24.11: the twin runs that Slurm release (built once, about 5 minutes, and kept:
+# `pctk local image list`); empty: as `pctk local up` chooses
+SLURM ?=
+# make test runs the Slurm-facing tests (marker slurm_matrix) a second time on a twin of this
+# newer release, after the whole suite on the system's Slurm; TEST_SLURM= skips that leg
+TEST_SLURM ?= 24.11
 
 .PHONY: help deps venv test lint demo twin-up twin-down clean
 
@@ -61,7 +68,15 @@ $(VENV)/.pctk-installed: pyproject.toml $(CONSTRAINTS)
 venv: $(VENV)/.pctk-installed
 
 test: deps venv
+ifneq ($(TEST_SLURM),)
+	$(PCTK) local image build $(TEST_SLURM)
+endif
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+ifneq ($(TEST_SLURM),)
+	@echo "== the Slurm-facing tests again, on Slurm $(TEST_SLURM)"
+	PCTK_SLURM=$(TEST_SLURM) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup \
+	  -m slurm_matrix --durations=10 $(PYTEST_ARGS)
+endif
 
 lint: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests
@@ -69,7 +84,7 @@ lint: venv
 	shellcheck sbatch/*
 
 demo: deps venv
-	$(PCTK) demo --run-dir $(DEMO_DIR)
+	$(PCTK) demo --run-dir $(DEMO_DIR) $(if $(SLURM),--slurm $(SLURM))
 
 twin-up: deps venv
 	$(PCTK) local up

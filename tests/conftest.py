@@ -11,6 +11,7 @@ import pytest
 
 from tests.twinutil import TwinHandle
 from toolkit.local.twin import Twin
+from toolkit.paths import slurm_images_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,13 +34,38 @@ OWN_TWIN_WAITERS = frozenset({
 })
 
 
+# What pctk parses from Slurm or passes to it, run a second time by `make test` on a twin of a
+# newer Slurm (PCTK_SLURM=24.11 -m slurm_matrix): the Slurm layer, submission (command jobs,
+# submitit arrays, requeue, waits), accounting with and without slurmdbd, the health sweep,
+# and the twin's own per-node addresses, faults, power saving and `local env`.
+SLURM_MATRIX = frozenset({
+    "tests/twin/test_jobs.py",
+    "tests/twin/test_faults.py",
+    "tests/twin/test_power.py",
+    "tests/twin/test_state.py",
+    "tests/twin/test_follows_config.py",
+    "tests/twin/test_slurm_release.py",
+    "tests/submit/test_cli.py",
+    "tests/submit/test_executor.py",
+    "tests/submit/test_jobspec.py",
+    "tests/submit/test_logs.py",
+    "tests/submit/test_wait_states.py",
+    "tests/submit/test_accounting_faults.py",
+    "tests/submit/test_no_accounting.py",
+    "tests/submit/test_max_array.py",
+    "tests/health/test_twin_sweep.py",
+})
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Two groups for --dist loadgroup (a no-op without xdist)."""
+    """Two groups for --dist loadgroup (a no-op without xdist); the Slurm-matrix marker."""
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         group = "own-twin-waiters" if path in OWN_TWIN_WAITERS else "main"
         item.add_marker(pytest.mark.xdist_group(group))
+        if path in SLURM_MATRIX:
+            item.add_marker(pytest.mark.slurm_matrix)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -61,6 +87,8 @@ def _private_state_home() -> Iterator[Path]:
     """Benchmarks store their results as they finish: keep that out of the user's own state."""
     home = Path(tempfile.mkdtemp(prefix="pctk-home-", dir="/tmp"))
     mp = pytest.MonkeyPatch()
+    # Slurm builds are a cache worth keeping (5 minutes each): the user's own, not the session's
+    mp.setenv("PCTK_SLURM_IMAGES", str(slurm_images_dir()))
     mp.setenv("PCTK_HOME", str(home))
     mp.delenv("PCTK_RESULTS_DB", raising=False)
     yield home

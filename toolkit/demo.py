@@ -45,6 +45,9 @@ def demo_command(
                               help="Nodes per compute resource of the twin (default: the "
                               "config's)."),
     db: Path = typer.Option(None, "--db", help="Results database (default: the per-user one)."),
+    slurm: str = typer.Option(None, "--slurm", envvar="PCTK_SLURM", metavar="RELEASE",
+                              help="The Slurm the twin runs (`pctk local up --slurm`): system, "
+                              "or 24.11 (built once, about 5 minutes)."),
 ) -> None:
     """Start the twin, check node health, sweep collectives, train FSDP, store and report."""
     console = cli_console()
@@ -59,7 +62,8 @@ def demo_command(
         return run_step(console, title, argv, ok)
 
     step("1. Start the local twin", ["local", "up", "--config", config,
-                                     *(["--nodes", str(nodes)] if nodes else [])])
+                                     *(["--nodes", str(nodes)] if nodes else []),
+                                     *(["--slurm", slurm] if slurm else [])])
     os.environ.update(Twin().env())
     # Nagios codes: 0 OK, 1 WARNING (things the twin cannot have, like NVML, show as SKIP)
     step("2. Health sweep of the GPU queue", [

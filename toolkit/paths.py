@@ -2,7 +2,8 @@
 
 Every path pctk writes by default is computed here, under one state root:
 ``$PCTK_HOME`` (else ``$XDG_STATE_HOME/pctk``, else ``~/.local/state/pctk``). A specific
-variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RESULTS_DB``.
+variable overrides its own path: ``PCTK_TWIN_DIR``, ``PCTK_JOBS_DIR``, ``PCTK_RESULTS_DB``,
+``PCTK_SLURM_IMAGES``.
 
 Private by default: a folder these functions name is created on first use 0700 (its missing
 parents, the state root among them, 0711: others may pass through to a twin's slurm.conf and
@@ -140,6 +141,12 @@ def twin_dir() -> Path:
     """State folder of the local twin: ``$PCTK_TWIN_DIR`` or ``<state home>/twin``."""
     # a twin's clients and jobs pass through it (enter, not list): see toolkit.local.files
     return _made(_env_path("PCTK_TWIN_DIR") or state_home() / "twin", PASSAGE_DIR)
+
+
+def slurm_images_dir() -> Path:
+    """Slurm releases built for the twin (toolkit.local.slurmimage): ``$PCTK_SLURM_IMAGES`` or
+    ``<state home>/slurm``; not created here (a build creates it)."""
+    return _env_path("PCTK_SLURM_IMAGES") or state_home() / "slurm"
 
 
 def jobs_dir() -> Path:

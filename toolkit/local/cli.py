@@ -33,6 +33,10 @@ app = typer.Typer(
 from toolkit.local.faults_cli import app as _fault_app  # noqa: E402
 
 app.add_typer(_fault_app, name="fault")
+# ---- Slurm releases (toolkit/local/slurmimage.py)
+from toolkit.local.image_cli import app as _image_app  # noqa: E402
+
+app.add_typer(_image_app, name="image")
 
 StateDir = typer.Option(
     None, "--state-dir", envvar="PCTK_TWIN_DIR",
@@ -54,7 +58,8 @@ def _status_table(st: TwinStatus, console: Console) -> None:
     console.print(f"[bold]twin[/] {st.cluster or '-'}: [bold]{head}[/]  "
                   f"(config {visible(escape(str(st.config or '-')))}, "
                   f"state {visible(escape(str(st.state_dir)))}, "
-                  f"accounting {'on' if st.accounting else 'off'})")
+                  f"accounting {'on' if st.accounting else 'off'}"
+                  + (f", Slurm {escape(st.slurm_version)}" if st.slurm_version else "") + ")")
     if st.daemons:
         t = Table("daemon", "pid", "state", "log", box=None, pad_edge=False)
         for d in st.daemons:
@@ -127,6 +132,13 @@ def up(
         help="Seconds a powered-down dynamic node takes to boot when a job needs it "
         "(an instance launch on ParallelCluster).",
     ),
+    slurm: str = typer.Option(
+        None, "--slurm", envvar="PCTK_SLURM", metavar="RELEASE",
+        help="The Slurm the twin runs: 'system' (this machine's) or a release pctk builds "
+        "once and keeps (24.11, as ParallelCluster 3.14; `pctk local image list`). Default: "
+        "what this cluster's twin last ran, else ParallelCluster's own release when it is "
+        "built here, else the system's.",
+    ),
     state_dir: Path = StateDir,
     json_out: bool = JsonOption,
 ) -> None:
@@ -149,7 +161,8 @@ def up(
             console.log(msg)
 
         st = clusters.up(chosen, state_dir, nodes=nodes, accounting=accounting,
-                         progress=progress, boot_delay=boot_delay, force=force)
+                         progress=progress, boot_delay=boot_delay, force=force,
+                         slurm_release=slurm)
         obs = None
         if observe:
             obs = start_for_twin(Twin(st.state_dir), progress=progress)

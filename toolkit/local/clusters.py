@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolkit.local import precheck, state, stopsignals
+from toolkit.local import precheck, slurmimage, state, stopsignals
 from toolkit.local.twin import Progress, Twin, TwinStatus
 from toolkit.paths import resolve_config, twin_dir
 
@@ -46,17 +46,24 @@ def select(root: str | os.PathLike[str] | None = None, cluster: str | None = Non
 def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None = None, *,
        nodes: int | None = None, accounting: bool | None = None,
        progress: Progress = _quiet, boot_delay: float | None = None,
-       force: bool = False) -> TwinStatus:
+       force: bool = False, slurm_release: str | None = None) -> TwinStatus:
     """Start the config's twin in its own folder, stopping another cluster's running twin.
 
     ``pctk config check`` runs first: a config it rejects stops nothing and starts nothing,
     unless ``force``. ``accounting`` None follows the config's SlurmSettings/Database.
+    ``slurm_release``: ``--slurm`` (toolkit.local.slurmimage.choose), built before anything
+    is stopped.
     """
     base = root_dir(root)
     cfg = resolve_config(config)
     errors = precheck.findings(cfg)  # before anything is stopped
     if errors and not force:
         raise precheck.refusal(cfg, errors)
+    if slurm_release is None and not os.environ.get("PCTK_SLURM"):
+        # this cluster's twin keeps the release it last ran
+        slurm_release = slurm_of(known(root).get(state.cluster_of(cfg)))
+    image = slurmimage.choose(slurm_release, progress)
+    slurm_release = image.version if image else slurmimage.SYSTEM
     name = state.cluster_of(cfg)
     # SIGTERM/SIGHUP while waiting for the lock or stopping another twin end `up` cleanly too
     with stopsignals.as_exceptions(), state.up_lock(base, progress):
@@ -71,7 +78,16 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
         extra = {} if boot_delay is None else {"boot_delay": boot_delay}
         # a forced start: the twin checks again to say so and keep it in its notes
         return target.up(cfg, nodes=nodes, accounting=accounting, progress=progress,
-                         force=force, check=bool(errors), **extra)
+                         force=force, check=bool(errors), slurm_release=slurm_release,
+                         **extra)
+
+
+def slurm_of(twin: Twin | None) -> str | None:
+    """The Slurm release a twin last ran (``system`` or a built version), None if none."""
+    st = state.load(twin.state_dir) if twin else None
+    if st is None or st.slurm_version is None:
+        return None
+    return st.slurm_version if st.slurm_prefix else slurmimage.SYSTEM
 
 
 def config_of(twin: Twin) -> str | None:

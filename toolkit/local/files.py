@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -74,6 +75,14 @@ def clean_runtime_files(state_dir: Path) -> None:
             pid.unlink(missing_ok=True)
 
 
+def clean_spools(state_dir: Path) -> None:
+    """Empty every node's slurmd spool (job state of a slurmd of another Slurm release)."""
+    for spool in (state_dir / "nodes").glob("*/spool"):
+        if spool.is_dir() and not spool.is_symlink():
+            shutil.rmtree(spool)
+            spool.mkdir()
+
+
 def write_files(plan: TwinPlan, db_password: str | None) -> None:
     """Every file the daemons read (slurmdbd.conf only with accounting)."""
     check_plan(plan)  # nothing a user gave reaches a daemon's file unchecked
@@ -81,6 +90,7 @@ def write_files(plan: TwinPlan, db_password: str | None) -> None:
     for sub, mode in FOLDER_MODES.items():
         (s / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(s / sub, mode)  # every start: a folder an older pctk left open is closed
+    plan.ctld_state.mkdir(mode=PRIVATE_DIR, exist_ok=True)  # a built release's own state
     atomic_write_text(plan.slurm_conf, render_slurm_conf(plan), 0o644)
     atomic_write_text(plan.etc / "gres.conf", render_gres_conf(plan), 0o644)
     atomic_write_text(plan.etc / "cgroup.conf", render_cgroup_conf(), 0o644)

@@ -47,6 +47,7 @@ SMALL_FILES = ("--innodb-autoextend-increment=4",
 # password, root-owned) are recreated
 LAYOUT_MARK = "pctk-layout-2"
 _HEX_PASSWORD = re.compile(r"[0-9a-f]{32}")
+_DATABASE = re.compile(r"slurm_acct_db(_[0-9]+_[0-9]+)?")  # TwinPlan.accounting_db
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def client_argv(db: DbLayout, sql: str) -> list[str]:
             "-e", sql]
 
 
-def setup_sql(password: str) -> str:
+def setup_sql(password: str, database: str = "slurm_acct_db") -> str:
     """slurmdbd's database and account; no anonymous or remote accounts left.
 
     The password goes into a quoted SQL literal: only pctk's own hex passwords are taken."""
@@ -162,13 +163,15 @@ def setup_sql(password: str) -> str:
         raise PctkError("slurmdbd's database password is not one pctk made (32 hex digits)",
                         "delete mysql/slurm.password in the twin's folder; `pctk local up` "
                         "makes a new one")
+    if not _DATABASE.fullmatch(database):
+        raise PctkError(f"not a database name pctk makes: {database!r}")
     return (
         "DELETE FROM mysql.global_priv WHERE User='' "
         "OR (User='root' AND Host<>'localhost'); "
-        "CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
+        f"CREATE DATABASE IF NOT EXISTS {database}; "
         f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
         f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
-        "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
+        f"GRANT ALL ON {database}.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
     )
 
 
@@ -184,9 +187,10 @@ def password(state_dir: Path) -> str:
     return pw
 
 
-def setup(db: DbLayout, password: str, env: dict[str, str]) -> bool:
+def setup(db: DbLayout, password: str, env: dict[str, str],
+          database: str = "slurm_acct_db") -> bool:
     """Run :func:`setup_sql` through the socket; False while the server does not answer."""
-    argv = client_argv(db, setup_sql(password))
+    argv = client_argv(db, setup_sql(password, database))
     return subprocess.run(argv, capture_output=True, env=env).returncode == 0
 
 

@@ -118,6 +118,22 @@ class TwinPlan:
     # per partition, what ParallelCluster adds after ``MaxTime=INFINITE State=UP``:
     # OverSubscribe=EXCLUSIVE (JobExclusiveAllocation), the queue's CustomSlurmSettings
     partition_settings: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = field(default=())
+    # the Slurm release of a built image ("24.11"), "" for the system's: each release keeps
+    # its own controller state and accounting database (Slurm reads state of at most two
+    # releases back and never of a newer one), so switching releases loses neither
+    slurm_release: str = ""
+
+    @property
+    def ctld_state(self) -> Path:
+        """StateSaveLocation."""
+        tag = f"-{self.slurm_release}" if self.slurm_release else ""
+        return self.state_dir / "ctld" / f"state{tag}"
+
+    @property
+    def accounting_db(self) -> str:
+        """slurmdbd's StorageLoc (a MariaDB database name)."""
+        tag = f"_{self.slurm_release.replace('.', '_')}" if self.slurm_release else ""
+        return f"slurm_acct_db{tag}"
 
     @property
     def etc(self) -> Path:
@@ -197,6 +213,7 @@ def build_plan(
     user: str | None = None,
     host_address: str | None = None,
     node_addresses: bool | None = None,
+    slurm_release: str = "",
 ) -> TwinPlan:
     if nodes_per_resource is not None and nodes_per_resource < 1:
         raise PctkError(f"--nodes must be at least 1 (got {nodes_per_resource})")
@@ -306,6 +323,7 @@ def build_plan(
         loopback_only=loopback_only,
         slurm=slurm_settings(topo),
         partition_settings=tuple(part_settings),
+        slurm_release=slurm_release,
     ))
 
 

@@ -29,7 +29,7 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         f"SlurmdUser={plan.user}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        f"StateSaveLocation={s}/ctld/state",
+        f"StateSaveLocation={plan.ctld_state}",
         f"SlurmctldPidFile={s}/ctld/slurmctld.pid",
         f"SlurmctldLogFile={s}/ctld/slurmctld.log",
         # %n: every slurmd on this host gets its own spool, pid file and log
@@ -208,7 +208,7 @@ def render_slurmdbd_conf(plan: TwinPlan, db_password: str) -> str:
             f"StoragePort={plan.ports.mysql}",
             "StorageUser=slurm",
             f"StoragePass={db_password}",
-            "StorageLoc=slurm_acct_db",
+            f"StorageLoc={plan.accounting_db}",
             "",
         ]
     )

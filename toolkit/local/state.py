@@ -27,7 +27,7 @@ from typing import Any
 from toolkit.config.model import load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import PASSAGE_DIR, atomic_write_json, private_dirs
-from toolkit.local import power, procs
+from toolkit.local import power, procs, slurmimage
 from toolkit.local.plan import Ports, slurm_cluster_name
 from toolkit.paths import resolve_config
 
@@ -54,6 +54,9 @@ class TwinState:
     notes: list[str] = field(default_factory=list)  # what `up` capped or skipped
     mounts: list[dict[str, Any]] = field(default_factory=list)  # toolkit.local.mounts records
     stopped: float | None = None  # time.time() of the last `down`
+    # the Slurm the daemons run: its version, and the image prefix (None: the system's)
+    slurm_version: str | None = None
+    slurm_prefix: str | None = None
     version: int = STATE_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys of other versions, kept
 
@@ -76,6 +79,10 @@ class TwinState:
         }
         if self.stopped is not None:
             out["stopped"] = self.stopped
+        if self.slurm_version is not None:
+            out["slurm_version"] = self.slurm_version
+        if self.slurm_prefix is not None:
+            out["slurm_prefix"] = self.slurm_prefix
         return {**self.extra, **out}
 
     @classmethod
@@ -111,6 +118,8 @@ class TwinState:
             notes=strings("notes"),
             mounts=[m for m in mounts if isinstance(m, dict)] if isinstance(mounts, list) else [],
             stopped=opt("stopped", int, float),
+            slurm_version=opt("slurm_version", str),
+            slurm_prefix=opt("slurm_prefix", str),
             version=opt("version", int) or 0,  # none: written before versions were recorded
             extra={k: v for k, v in d.items() if k not in _KNOWN},
         )
@@ -118,7 +127,7 @@ class TwinState:
 
 _KNOWN = frozenset({"version", "config", "config_sha256", "cluster", "nodes_per_resource",
                     "accounting", "ports", "nodes", "partitions", "procs", "started", "drains",
-                    "notes", "mounts", "stopped"})
+                    "notes", "mounts", "stopped", "slurm_version", "slurm_prefix"})
 
 
 # --------------------------------------------------------------------- the file
@@ -286,9 +295,25 @@ def slurm_conf(state_dir: Path) -> Path:
     return state_dir / "etc" / "slurm.conf"
 
 
-def env(state_dir: Path, root: Path) -> dict[str, str]:
-    """Variables that point Slurm's commands (and submitit) at the twin in ``state_dir``."""
-    return {"SLURM_CONF": str(slurm_conf(state_dir)), "PCTK_TWIN_DIR": str(root)}
+def env(state_dir: Path, root: Path, prefix: str | bool | None = False) -> dict[str, str]:
+    """Variables that point Slurm's commands (and submitit) at the twin in ``state_dir``.
+
+    A twin on a built Slurm (toolkit.local.slurmimage) also puts that Slurm's bin and sbin
+    first on PATH, and takes any other image's off it: every Slurm command run with these
+    variables, pctk's own and those of jobs, is then the twin's release. ``prefix`` False:
+    as the twin's state records; None: the system's Slurm.
+    """
+    if prefix is False:
+        st = load(state_dir)
+        prefix = st.slurm_prefix if st else None
+    out = {"SLURM_CONF": str(slurm_conf(state_dir)), "PCTK_TWIN_DIR": str(root)}
+    image = slurmimage.Image(version="", prefix=Path(prefix)) \
+        if isinstance(prefix, str) and prefix else None
+    current = os.environ.get("PATH", "")
+    path = slurmimage.path_with(image, current)
+    if path != current:
+        out["PATH"] = path
+    return out
 
 
 # --------------------------------------------------------------------- twins under a root

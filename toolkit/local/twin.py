@@ -37,6 +37,7 @@ from toolkit.local import (
     power,
     precheck,
     procs,
+    slurmimage,
     stack,
     state,
     stopsignals,
@@ -90,6 +91,9 @@ class TwinStatus:
     power_events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # faults.json: slow-net/slow-cpu (faults.py) and armed capacity faults (capacity.py)
     faults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the Slurm the daemons run ("24.11.5"), and the built image's prefix (None: the system's)
+    slurm_version: str | None = None
+    slurm_prefix: str | None = None
 
     @property
     def state(self) -> str:
@@ -122,6 +126,7 @@ class TwinStatus:
             "mounts": self.mounts,
             "power_events": self.power_events,
             "faults": self.faults,
+            "slurm": {"version": self.slurm_version, "prefix": self.slurm_prefix},
         }
 
 
@@ -139,9 +144,16 @@ def _faults(state_dir: Path) -> dict[str, Any]:
     return {k: v for k, v in faultfile.read(state_dir).items() if v}
 
 
-def missing_binaries(accounting: bool) -> list[str]:
+def _release(st: TwinState) -> str:
+    """TwinPlan.slurm_release of a recorded twin: a built release's series, "" the system's."""
+    return slurmimage.series_of(st.slurm_version) if st.slurm_prefix and st.slurm_version \
+        else ""
+
+
+def missing_binaries(accounting: bool, image: slurmimage.Image | None = None) -> list[str]:
     names = SLURM_BINARIES + ("munged",) + (ACCOUNTING_BINARIES if accounting else ())
-    return [n for n in names if shutil.which(n) is None]
+    path = slurmimage.path_with(image)
+    return [n for n in names if shutil.which(n, path=path) is None]
 
 
 @dataclass(frozen=True)
@@ -170,6 +182,8 @@ class Twin:
         self.state_file = state.state_file(self.state_dir)
         # the folder of all twins (one per cluster) this one belongs to; see toolkit.local.clusters
         self.root: Path = Path(root).absolute() if root else self.state_dir
+        # up() sets the Slurm prefix it starts (None: the system's); False: as recorded
+        self._prefix: str | bool | None = False
 
     # ---------------------------------------------------------------- state
     def _load_state(self) -> TwinState | None:
@@ -183,7 +197,10 @@ class Twin:
         return state.slurm_conf(self.state_dir)
 
     def env(self) -> dict[str, str]:
-        """Variables that point Slurm's commands (and submitit) at this twin."""
+        """Variables that point Slurm's commands (and submitit) at this twin (PATH too when
+        it runs a built Slurm: toolkit.local.slurmimage)."""
+        if self._prefix is not False:  # inside up(): the release being started
+            return state.env(self.state_dir, self.root, self._prefix)
         return state.env(self.state_dir, self.root)
 
     def _cmd_env(self) -> dict[str, str]:
@@ -214,11 +231,14 @@ class Twin:
         boot_delay: float = power.DEFAULT_BOOT_DELAY,
         force: bool = False,
         check: bool = True,
+        slurm_release: str | None = None,
     ) -> TwinStatus:
         """Start (or restart) the twin of ``config``.
 
         ``accounting`` None follows the config (SlurmSettings/Database); ``force`` starts a
-        config that ``pctk config check`` rejects; ``check`` False when the caller ran it.
+        config that ``pctk config check`` rejects; ``check`` False when the caller ran it;
+        ``slurm_release`` the Slurm to run (toolkit.local.slurmimage.choose: ``system``, a
+        built release such as ``24.11``, None for the default).
         """
         if boot_delay < 0:
             raise PctkError(f"--boot-delay must be 0 or more seconds (got {boot_delay:g})")
@@ -232,7 +252,11 @@ class Twin:
                 notes.append(NO_DATABASE_NOTE)
                 progress(NO_DATABASE_NOTE)
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
-        missing = missing_binaries(accounting)
+        # built (once) before anything is stopped: a failed build leaves a running twin be
+        image = slurmimage.choose(slurm_release, progress)
+        prefix = str(image.prefix) if image else None
+        self._prefix = prefix
+        missing = missing_binaries(accounting, image)
         if missing:
             raise PctkError(f"missing programs: {', '.join(missing)}", APT_HINT)
         if len(str(self.state_dir / "munge" / "munge.socket.2")) > 100:
@@ -247,17 +271,19 @@ class Twin:
             if st and old and not state.missing_daemons(st) \
                     and all(procs.is_running(p) for p in old):
                 same = (st.config_sha256 == cfg_hash and st.nodes_per_resource == nodes
-                        and st.accounting == accounting)
+                        and st.accounting == accounting and st.slurm_prefix == prefix)
                 if same:
                     progress("already running")
                     power.set_boot_delay(self.state_dir, boot_delay)
                     return self.status()
-                progress("the config or --nodes changed: cancelling jobs and restarting "
-                         "(state and accounting kept)")
+                progress("the config, --nodes or --slurm changed: cancelling jobs and "
+                         "restarting (state and accounting kept)")
+                self._prefix = st.slurm_prefix  # the running release's scancel
                 self._cancel_all_jobs()
+                self._prefix = prefix
             elif old:
-                if st is not None and self._restartable_in_place(st, old, cfg_hash, nodes,
-                                                                  accounting):
+                if st is not None and st.slurm_prefix == prefix \
+                        and self._restartable_in_place(st, old, cfg_hash, nodes, accounting):
                     try:
                         return self._restart_in_place(topo, st, old, progress, timeout)
                     except PctkError as exc:
@@ -273,11 +299,14 @@ class Twin:
                 power.forget_all(self.state_dir)
                 hosts.remove_block(self.state_dir)
             files.clean_runtime_files(self.state_dir)
+            if st is not None and st.slurm_version and st.slurm_prefix != prefix:
+                # another release's slurmd left its job state in the nodes' spools
+                files.clean_spools(self.state_dir)
             prev_ports = st.ports if st else None
             drains = dict(st.drains) if st else {}
             with port_lock():
                 return self._plan_and_start(topo, cfg, cfg_hash, nodes, accounting, prev_ports,
-                                            drains, progress, timeout, boot_delay, notes)
+                                            drains, progress, timeout, boot_delay, notes, image)
 
     def _restartable_in_place(self, st: TwinState, old: list[procs.Proc], cfg_hash: str,
                               nodes: int | None, accounting: bool) -> bool:
@@ -305,7 +334,7 @@ class Twin:
         dead = [p for p in old if not procs.is_running(p)]
         assert st.ports is not None
         plan = build_plan(topo, s, st.ports, nodes_per_resource=st.nodes_per_resource,
-                          accounting=st.accounting)
+                          accounting=st.accounting, slurm_release=_release(st))
 
         def replace(new: procs.Proc) -> None:
             st.procs = [new if p.name == new.name else p for p in st.procs]
@@ -359,13 +388,15 @@ class Twin:
                         nodes: int | None, accounting: bool, prev_ports: Ports | None,
                         drains: dict[str, str], progress: Progress, timeout: float,
                         boot_delay: float = power.DEFAULT_BOOT_DELAY,
-                        notes: list[str] | None = None) -> TwinStatus:
+                        notes: list[str] | None = None,
+                        image: slurmimage.Image | None = None) -> TwinStatus:
         """Choose ports and start the daemons (under the machine-wide port lock)."""
+        release = image.series if image else ""
         n_nodes = len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
                                  nodes_per_resource=nodes, accounting=accounting).nodes)
         ports = choose_ports(n_nodes, prefer=prev_ports.slurmctld if prev_ports else None)
         plan = build_plan(topo, self.state_dir, ports, nodes_per_resource=nodes,
-                          accounting=accounting)
+                          accounting=accounting, slurm_release=release)
         record = TwinState(
             config=str(cfg),
             config_sha256=cfg_hash,
@@ -379,6 +410,8 @@ class Twin:
             drains=drains,
             notes=[*(notes or []), *plan.notes],
             mounts=mounts.prepare(mount_dirs(topo), self.state_dir),
+            slurm_version=image.version if image else slurmimage.system_version(),
+            slurm_prefix=str(image.prefix) if image else None,
         )
 
         def remember(p: procs.Proc) -> None:
@@ -437,7 +470,8 @@ class Twin:
             password = db_password
             table += [
                 Daemon("mariadbd", mariadb.server_argv(db, plan.ports.mysql), db.log,
-                       lambda: mariadb.setup(db, password, daemon_env), timeout,
+                       lambda: mariadb.setup(db, password, daemon_env, plan.accounting_db),
+                       timeout,
                        before=prepare_database, title="MariaDB"),
                 Daemon("slurmdbd", ["slurmdbd", "-D"], s / "dbd" / "slurmdbd.log",
                        cluster_registered, timeout),
@@ -496,7 +530,7 @@ class Twin:
         # nodes start as slurm.conf says (cloud nodes, powered down) rather than as the last
         # run left them; jobs are kept, and operators' drains are applied again below
         for name in ("node_state", "node_state.old"):
-            (s / "ctld" / "state" / name).unlink(missing_ok=True)
+            (plan.ctld_state / name).unlink(missing_ok=True)
         for port in plan.ports.all(len(plan.nodes)):
             if not port_free(port):
                 raise PctkError(f"TCP port {port} is in use", "stop what uses it or set "
@@ -690,4 +724,6 @@ class Twin:
             mounts=list(st.mounts) if st else [],
             power_events=power.events(self.state_dir, limit=10) if st else [],
             faults=_faults(self.state_dir),
+            slurm_version=st.slurm_version if st else None,
+            slurm_prefix=st.slurm_prefix if st else None,
         )
