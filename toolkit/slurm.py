@@ -13,8 +13,14 @@ Job state works with or without accounting: ``sacct`` when it answers on this cl
 ``squeue --states=all`` (which still knows jobs that ended within ``MinJobAge``); a second
 call only when sacct just failed or shows a state that a requeue may undo.
 
-Slurm versions: the twin runs Debian's 22.05, ParallelCluster 3.16 ships 25.11; only flags
-present in both are used, and output is read as plain ``|``-separated text.
+Slurm versions: the twin runs Debian's 22.05 or a built 24.11 (toolkit.local.slurmimage;
+ParallelCluster 3.14 ships 24.11.5, 3.16 ships 25.11). Only flags present in all of them are
+used, output is read as plain ``|``-separated text or as named ``Key=value`` fields, and every
+field read here is the same in 22.05 and 24.11. What does differ is not read here: ``scontrol
+show job`` says ``TRES=`` in 22.05 and ``ReqTRES=``/``AllocTRES=`` in 24.11 (jobs' TRES come
+from sacct's AllocTRES); a node gains ``ResumeAfterTime`` and loses ``ExtSensors*``; the config
+loses ``LaunchType`` and gains ``CertmgrType``; a pending job's Priority differs.
+tests/twin/test_slurm_release.py holds every reading of this module equal on both releases.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import session_config
+from toolkit import slurm
 from toolkit.cli import main
 from toolkit.local import slurmimage
 from toolkit.local.twin import Twin
@@ -50,8 +51,43 @@ def _job(twin: Twin, out: Path, script: str) -> str:
     raise AssertionError(f"job {job} did not end")
 
 
+def _layer_view(twin: Twin, work: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """What the Slurm layer (toolkit/slurm.py) reads from this release, for jobs that end
+    each way, with what differs by nature (job ids, paths, times) taken out."""
+    for k, v in twin.env().items():
+        monkeypatch.setenv(k, v)
+    slurm._ACCOUNTING.clear()
+    out = ["-p", "cpu", "-o", str(work / "%j.out")]
+    ids = {
+        "ok": slurm.sbatch([*out, "--wrap", "true"]),
+        "bad": slurm.sbatch([*out, "--wrap", "false"]),
+        "array": slurm.sbatch(["-p", "cpu", "-a", "0-1", "-o", str(work / "%A_%a.out"),
+                               "--wrap", "true"]),
+    }
+    held = slurm.controller_jobs(ids.values())
+    ended, _ = slurm.wait_jobs([ids["ok"], ids["bad"], f"{ids['array']}_1"], timeout=120)
+    nodes = {n: s for n, s in slurm.node_allocations(["cpu-dy-c5-1"]).items()}
+    start = slurm.slurmd_start_times(["gpu-st-p5-1"])
+    return {
+        "accounting": slurm.accounting_available(),
+        "states": sorted(ended.values()),
+        "sacct": slurm.job_state(ids["bad"]),
+        "reason": slurm.job_reason(ids["bad"]),
+        "held": held[1] == "" and held[0] is not None,
+        "stdout": slurm.job_stdout(ids["ok"]) in (str(work / f"{ids['ok']}.out"), None),
+        "max_array": slurm.max_array_size(),
+        "nodes": sorted((r["name"], r["partition"], r["state"], r["gres"])
+                        for r in slurm.node_details()),
+        "partition": slurm.partition_nodes("gpu")[0]["gres"],
+        "allocations": {n: a[0] for n, a in nodes.items()},
+        "slurmd_started": sorted(start),
+        "hostnames": slurm.expand_hostlist("cpu-dy-c5-[1-2]"),
+        "queued": slurm.queued_jobs(),
+    }
+
+
 def test_a_twin_on_a_built_release_runs_its_daemons_commands_and_jobs_and_keeps_each_history(
-        capsys):
+        capsys, monkeypatch):
     image = slurmimage.find("24.11") or slurmimage.build("24.11", lambda _m: None)
     state = Path(tempfile.mkdtemp(prefix="pctk-rel-", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="pctk-relj-", dir="/tmp"))
@@ -82,6 +118,13 @@ def test_a_twin_on_a_built_release_runs_its_daemons_commands_and_jobs_and_keeps_
         assert lines[:2] == [f"slurm {image.version}"] * 2, lines
         assert lines[2] == str(image.prefix / "sbin" / "slurmstepd")
 
+        # what the Slurm layer reads is the same on both releases (taken again on the system's
+        # below): `scontrol show job` says TRES= in 22.05 and ReqTRES=/AllocTRES= in 24.11, a
+        # node gains ResumeAfterTime, LaunchType leaves the config: nothing pctk reads
+        view = _layer_view(twin, work, monkeypatch)
+        assert view["states"] == ["COMPLETED", "COMPLETED", "FAILED"], view
+        assert view["sacct"] == "FAILED" and view["reason"] == ("FAILED", "NonZeroExitCode")
+
         # the image cannot be deleted under the running twin
         code = main(["local", "image", "rm", image.series])
         assert code == 2
@@ -96,6 +139,7 @@ def test_a_twin_on_a_built_release_runs_its_daemons_commands_and_jobs_and_keeps_
         system = _run(twin, "scontrol", "version").split()[1]
         assert system == st.slurm_version != image.version
         assert _run(twin, "sacct", "-j", job, "-X", "-n", "-P", "-o", "State").strip() == ""
+        assert _layer_view(twin, work, monkeypatch) == view
 
         # and to the release again: its job history is where it was left
         twin.up(config, nodes=1, accounting=True, slurm_release="24.11")

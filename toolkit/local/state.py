@@ -311,7 +311,7 @@ def env(state_dir: Path, root: Path, prefix: str | bool | None = False) -> dict[
         if isinstance(prefix, str) and prefix else None
     current = os.environ.get("PATH", "")
     path = slurmimage.path_with(image, current)
-    if path != current:
+    if image or path != current:  # said even when this process has it already
         out["PATH"] = path
     return out
 
