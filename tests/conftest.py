@@ -44,7 +44,6 @@ SLURM_MATRIX = frozenset({
     "tests/twin/test_power.py",
     "tests/twin/test_state.py",
     "tests/twin/test_follows_config.py",
-    "tests/twin/test_slurm_release.py",
     "tests/submit/test_cli.py",
     "tests/submit/test_executor.py",
     "tests/submit/test_jobspec.py",
