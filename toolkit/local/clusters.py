@@ -62,7 +62,8 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
     if slurm_release is None and not os.environ.get("PCTK_SLURM"):
         # this cluster's twin keeps the release it last ran
         slurm_release = slurm_of(known(root).get(state.cluster_of(cfg)))
-    image = slurmimage.choose(slurm_release, progress)
+    with stopsignals.as_exceptions():  # SIGTERM during a build stops its compilers too
+        image = slurmimage.choose(slurm_release, progress)
     slurm_release = image.version if image else slurmimage.SYSTEM
     name = state.cluster_of(cfg)
     # SIGTERM/SIGHUP while waiting for the lock or stopping another twin end `up` cleanly too

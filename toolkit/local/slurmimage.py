@@ -331,7 +331,7 @@ def build(series: str, progress: Progress, root: Path | None = None,
                         progress(f"compiling Slurm {src.version}: about {pct}% "
                                  f"({now - started:.0f} s)")
 
-            progress(f"compiling Slurm {src.version} (about 5 minutes on 2 cores)")
+            progress(f"compiling Slurm {src.version} (about 4 minutes on 2 cores)")
             n = jobs or max(1, os.cpu_count() or 1)
             _run_step(["make", f"-j{n}"], tree, log, "compiling", progress, count)
             staging = work / "root"

@@ -253,7 +253,8 @@ class Twin:
                 progress(NO_DATABASE_NOTE)
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
         # built (once) before anything is stopped: a failed build leaves a running twin be
-        image = slurmimage.choose(slurm_release, progress)
+        with stopsignals.as_exceptions():  # SIGTERM during a build stops its compilers too
+            image = slurmimage.choose(slurm_release, progress)
         prefix = str(image.prefix) if image else None
         self._prefix = prefix
         missing = missing_binaries(accounting, image)
