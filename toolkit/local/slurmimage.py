@@ -458,9 +458,10 @@ def choose(requested: str | None, progress: Progress) -> Image | None:
         if found:
             progress(f"Slurm {found.version}: the release ParallelCluster {pc} ships")
             return found
-        here = system_version() or "unknown"
+        here = system_version()
         buildable = ", ".join(sorted(SOURCES))
-        progress(f"ParallelCluster {pc} ships Slurm {ships}; no build of it is here, so the "
-                 f"twin runs this machine's Slurm {here} (`--slurm {buildable}` for a newer one; "
-                 "README: Which Slurm)")
+        if here:  # none: the missing programs are what `up` says next
+            progress(f"ParallelCluster {pc} ships Slurm {ships}; no build of it is here, so "
+                     f"the twin runs this machine's Slurm {here} (`--slurm {buildable}` for a "
+                     "newer one; README: Which Slurm)")
     return None
