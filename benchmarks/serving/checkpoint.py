@@ -65,11 +65,13 @@ def build(model: str, out: Path, dtype: str = "float32", seed: int = 0) -> Path:
 
     shape = PRESETS[model]
     torch.manual_seed(seed)
+    # transformers 5 reads it into rope_parameters; 4.x keeps it as rope_theta
+    rope: dict[str, Any] = {"rope_theta": shape.rope_theta}
     config = transformers.LlamaConfig(
         hidden_size=shape.dim, intermediate_size=shape.ffn_dim,
         num_hidden_layers=shape.n_layers, num_attention_heads=shape.n_heads,
         num_key_value_heads=shape.n_kv_heads, vocab_size=shape.vocab_size,
-        rms_norm_eps=shape.norm_eps, rope_theta=shape.rope_theta,
+        rms_norm_eps=shape.norm_eps, **rope,
         max_position_embeddings=shape.max_seq_len, tie_word_embeddings=False,
         attention_bias=False, mlp_bias=False, bos_token_id=SPECIALS.index("<s>"),
         eos_token_id=None, pad_token_id=SPECIALS.index("<pad>"))

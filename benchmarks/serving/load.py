@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import os
@@ -174,7 +175,7 @@ async def one_request(session: Any, url: str, body: dict[str, Any]) -> dict[str,
                            "prompt_tokens": usage.get("prompt_tokens") if usage else None}
     if stamps:
         row["ttft_s"] = stamps[0] - start
-        row["itl_s"] = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+        row["itl_s"] = [b - a for a, b in itertools.pairwise(stamps)]
         row["tpot_s"] = ((stamps[-1] - stamps[0]) / (out_tokens - 1) if out_tokens > 1
                          else None)
     return row

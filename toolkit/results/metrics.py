@@ -273,7 +273,9 @@ def serving_levels(record: dict[str, Any]) -> list[dict[str, Any]]:
             if (value := _number(row.get(key))) is not None:
                 level[key] = value
         for key in SERVING_LATENCIES:
-            spread = row.get(key) if isinstance(row.get(key), dict) else {}
+            spread = row.get(key)
+            if not isinstance(spread, dict):
+                continue
             for q in SERVING_QUANTILES:
                 if (value := _number(spread.get(q))) is not None:
                     level[f"{key}_{q}"] = value

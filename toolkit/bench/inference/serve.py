@@ -80,7 +80,7 @@ class ServeJob:
     def server_args(self) -> list[str]:
         args = ["--backend", self.backend, "--model-path", str(self.model_path),
                 "--endpoint-file", str(self.endpoint_path), "--log",
-                str(self.run_dir / "server.log"), "--ready-timeout", str(self.server_timeout)]
+                str(self.run_dir / "server.log"), "--ready-timeout", f"{self.server_timeout:g}"]
         if self.backend == "vllm":
             args += ["--tensor-parallel", str(max(self.gpus_per_node, 1))]
         else:
@@ -89,7 +89,7 @@ class ServeJob:
 
     def load_args(self) -> list[str]:
         return ["--endpoint-file", str(self.endpoint_path), "--wait",
-                str(self.server_timeout), "--concurrencies", _csv(self.concurrencies),
+                f"{self.server_timeout:g}", "--concurrencies", _csv(self.concurrencies),
                 "--requests", str(self.requests), "--prompt-tokens", str(self.prompt_tokens),
                 "--output-tokens", str(self.output_tokens), "--slo-ttft-ms",
                 f"{self.slo_ttft_ms:g}", "--slo-tpot-ms", f"{self.slo_tpot_ms:g}",
@@ -334,7 +334,7 @@ def _follow(job: ServeJob, server_id: str, load_id: str, left: Any,
             ready[0] = True
             progress.update(f"server job {server_id}: answering ({job.backend})")
 
-    states, timed_out = slurm.wait_jobs(
+    _states, timed_out = slurm.wait_jobs(
         [server_id, load_id], ended=lambda _j, _s: False, poll=poll, on_poll=seen,
         timeout=left(), until=lambda: slurm.has_ended(last.get(load_id))
         or slurm.has_ended(last.get(server_id)))
