@@ -74,7 +74,7 @@ def command(args: argparse.Namespace, host: str, port: int) -> list[str]:
     model = str(args.model_path)
     if args.backend == "vllm":
         cmd = [exe, "serve", model, "--host", host, "--port", str(port),
-               "--tensor-parallel-size", str(args.tensor_parallel), "--disable-log-requests"]
+               "--tensor-parallel-size", str(args.tensor_parallel)]
     else:
         cmd = [exe, "serve", model, "--host", host, "--port", str(port), "--device",
                args.device, "--log-level", "warning"]
