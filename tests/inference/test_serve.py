@@ -230,3 +230,29 @@ def test_ctrl_c_cancels_server_and_load_and_leaves_no_process(twin, tmp_path: Pa
             proc.wait()
         if ids:
             twin.cmd("scancel", *ids, check=False)
+
+
+def serving_record(tokens_per_s: float) -> dict[str, object]:
+    """A serving record whose one level ran at ``tokens_per_s`` (4 tokens per request)."""
+    from benchmarks.record import new_record
+
+    rows = [{"ok": True, "error": None, "ttft_s": 0.1, "tpot_s": 0.01, "itl_s": [0.01] * 3,
+             "e2e_s": 0.13, "output_tokens": 4, "prompt_tokens": 8}] * 8
+    level = load.summarize(rows, concurrency=4, wall=32 / tokens_per_s, slo_ttft=1, slo_tpot=1)
+    rec = new_record("serving", params={"backend": "vllm"}, metrics={"levels": [level]},
+                     cluster={"name": "c", "instance_type": "p5.48xlarge"},
+                     describe_this_machine=False, software={})
+    return validate_record(rec)
+
+
+def test_a_drop_of_output_tokens_per_second_is_a_regression() -> None:
+    from toolkit.results.compare import compare_records
+
+    out = compare_records(serving_record(80.0), serving_record(100.0), threshold=0.05)
+    points = {(p.metric, p.where): p for p in out.points}
+    assert points[("output_tokens_per_s", "concurrency 4")].regression
+    assert points[("goodput_requests_per_s", "concurrency 4")].regression
+    same = compare_records(serving_record(99.0), serving_record(100.0), threshold=0.05)
+    assert not any(p.regression for p in same.points) and len(same.points) == 2
+    headline = m.headline(serving_record(80.0))
+    assert headline == "c4 80 tok/s TTFT p99 100 ms goodput 20.00 req/s"
