@@ -43,7 +43,7 @@ def inference_command(
         "GPUs and on-demand price for the cost per million tokens."),
     gpus_per_node: int | None = typer.Option(
         None, help="GPUs to request per node (GRES); 0 for CPU partitions [1 with a GPU "
-        "--instance-type, else 0]."),
+        "--instance-type (serve: all its GPUs, the tensor-parallel size), else 0]."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
     cuda_graph: bool = typer.Option(
         False, "--cuda-graph", help="Replay each decode step from a CUDA graph (GPU only)."),
