@@ -262,19 +262,17 @@ def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
     def left() -> float | None:
         return None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
 
-    submitted: list[str] = []
+    first = len(slurm.SUBMITTED)  # every job sbatch took, even one a signal cut short
     with ProgressLines("bench inference --mode serve", quiet=quiet) as progress:
         try:
             server_id = slurm.sbatch([str(server_script)])
-            submitted.append(server_id)
             progress.update(f"server job {server_id}: submitted")
             node = _wait_running(server_id, left(), progress, poll)
             load_id = slurm.sbatch([f"--exclude={node}", str(load_script)])
-            submitted.append(load_id)
             progress.update(f"load job {load_id}: submitted (not on {node})")
             state = _follow(job, server_id, load_id, left, progress, poll)
         except BaseException:
-            stuck = cancel_and_wait(submitted)
+            stuck = cancel_and_wait(slurm.SUBMITTED[first:])
             if stuck:
                 progress.update(f"job(s) {' '.join(stuck)} still listed after scancel")
             raise
