@@ -256,3 +256,28 @@ def test_a_drop_of_output_tokens_per_second_is_a_regression() -> None:
     assert not any(p.regression for p in same.points) and len(same.points) == 2
     headline = m.headline(serving_record(80.0))
     assert headline == "c4 80 tok/s TTFT p99 100 ms goodput 20.00 req/s"
+
+
+@pytest.mark.twin
+def test_a_server_that_cannot_start_ends_the_run_in_one_line_with_no_job_left(
+        twin, tmp_path: Path) -> None:
+    """A checkpoint transformers cannot load: the server job fails, the load job waiting for
+    it is cancelled, and the command says where the server's log is."""
+    ckpt = tmp_path / "broken"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "llama"}')  # no weights, no tokenizer
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run_dir = tmp_path / "run"
+    r = subprocess.run([PCTK, "bench", "inference", *TWIN_ARGS, "--checkpoint", str(ckpt),
+                        "--run-dir", str(run_dir), "--timeout", "240", "--no-store"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    # the load job is submitted once the server job runs, unless it failed before a poll saw it
+    assert re.match(r"pctk: error: server job \d+ ended FAILED (while the load ran|before "
+                    r"serving)", last), last
+    assert "Traceback" not in r.stderr
+    assert "the server exited" in next(run_dir.glob("server-*.out")).read_text()
+    ids = [p.stem.split("-")[1] for p in run_dir.glob("*-*.out")]
+    assert len(ids) == (2 if "while the load ran" in last else 1), ids
+    assert twin.cmd("squeue", "-h", "-j", ",".join(ids), check=False).stdout.strip() == ""
