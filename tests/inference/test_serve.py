@@ -278,6 +278,6 @@ def test_a_server_that_cannot_start_ends_the_run_in_one_line_with_no_job_left(
                     r"serving)", last), last
     assert "Traceback" not in r.stderr
     assert "the server exited" in next(run_dir.glob("server-*.out")).read_text()
-    # no job of this run is queued: their output files are in its folder
+    # no job of this run is queued (%o: the batch script, in its folder)
     queued = twin.cmd("squeue", "-h", "-o", "%i %o", check=False).stdout
     assert str(run_dir) not in queued, queued
