@@ -6,7 +6,7 @@ Node-side module: standard library only. A record is a JSON object::
       "schema": "pctk.result/v1",
       "id": "<uuid4 hex>",
       "kind": "nccl-tests" | "collectives" | "fsdp" | "health" | "storage" | "slow-nodes" |
-              "scaling" | "inference",
+              "scaling" | "inference" | "serving",
       "created": "2026-12-02T12:00:00Z",
       "cluster": {"name": str|null, "instance_type": str|null, "nodes": int|null,
                   "hosts": [str], "partition": str|null, "job_id": str|null,
@@ -41,7 +41,7 @@ from benchmarks import slurmnode
 
 SCHEMA = "pctk.result/v1"
 KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "slow-nodes", "scaling",
-         "inference")
+         "inference", "serving")
 STATUSES = ("PASS", "WARN", "FAIL", "UNKNOWN")
 
 

@@ -85,3 +85,39 @@ def test_inference_sbatch_runs_on_cpu_nodes(twin, tmp_path):
     assert rec["kind"] == "inference" and rec["params"]["nodes_measured"] == 2
     assert [r["batch"] for r in rec["metrics"]["decode"]] == [1, 2]
     assert rec["metrics"]["test_time"]["usd_per_million_output_tokens"] > 0
+
+
+@pytest.mark.twin
+def test_serve_sbatch_serves_on_cpu_nodes_until_cancelled(twin, tmp_path):
+    """transformers' server from serve.sbatch, the load generator from another node."""
+    import time
+
+    run = tmp_path / "run"
+    server = _sbatch(twin, "--gpus-per-node=0", "--partition=cpu",
+                     f"--output={tmp_path}/s-%j.out",
+                     f"--export=ALL,PCTK_RUN_DIR={run},PCTK_MODEL=tiny,OMP_NUM_THREADS=1",
+                     str(REPO / "sbatch" / "serve.sbatch"))
+    try:
+        deadline = time.monotonic() + 150
+        while not (run / "server.json").is_file():
+            log = tmp_path / f"s-{server}.out"
+            assert time.monotonic() < deadline and twin.state(server) in (
+                "UNKNOWN", "PENDING", "CONFIGURING", "RUNNING"), log.read_text()
+            time.sleep(0.5)
+        node = twin.cmd("squeue", "-h", "-j", server, "-o", "%N").stdout.strip()
+        load = _sbatch(twin, "--partition=cpu", f"--exclude={node}",
+                       f"--output={tmp_path}/l-%j.out", "--wrap",
+                       f"{sys.executable} -m benchmarks.serving.load --endpoint-file "
+                       f"{run}/server.json --concurrencies 1 --requests 2 --prompt-tokens 8 "
+                       f"--output-tokens 4 --out {run}/record.json")
+        assert twin.wait(load, timeout=120) == "COMPLETED", (
+            tmp_path / f"l-{load}.out").read_text()
+        rec = json.loads((run / "record.json").read_text())
+        assert rec["kind"] == "serving" and rec["verdict"]["status"] == "PASS"
+        assert rec["params"]["backend"] == "transformers"
+        assert rec["params"]["server_host"] != rec["params"]["load_host"]
+        assert rec["metrics"]["levels"][0]["mean_output_tokens"] == 4
+        assert twin.state(server) == "RUNNING"  # serves until cancelled
+    finally:
+        twin.cmd("scancel", server, check=False)
+    assert twin.wait(server, timeout=90) == "CANCELLED"

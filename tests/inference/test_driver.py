@@ -42,7 +42,7 @@ def test_instance_type_gives_roofline_figures_gpus_and_price(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--model", "9b"], "unknown model preset '9b'"),
-    (["--mode", "serve"], "--mode 'serve' is not available"),
+    (["--mode", "batch"], "--mode 'batch' is not available"),
     (["--batch-sizes", "1,x"], "--batch-sizes '1,x' is not a comma-separated list"),
     (["--prompt-lens", "0"], "--prompt-lens '0' needs positive integers"),
     (["--model", "tiny", "--prompt-lens", "4096"], "4096 tokens exceed the tiny shape's"),

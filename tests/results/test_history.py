@@ -272,4 +272,4 @@ def test_trend_refuses_an_unknown_kind_in_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
     assert r.stderr.splitlines() == [
         "pctk: error: unknown --kind 'nccl'; fix: use one of: nccl-tests, collectives, fsdp, "
-        "storage, health, scaling, inference"]
+        "storage, health, scaling, inference, serving"]

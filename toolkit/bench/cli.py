@@ -18,8 +18,9 @@ BENCH_COMMANDS = (
                 "FSDP scaling study: the benchmark at several node counts, a prediction and a "
                 "diagnosis."),
     LazyCommand("inference", "toolkit.bench.inference.cli:inference_command",
-                "Offline inference benchmark (prefill, decode, TTFT/TPOT, roofline, test-time "
-                "compute cost) through Slurm."),
+                "Inference benchmarks through Slurm: offline (prefill, decode, TTFT/TPOT, "
+                "roofline, test-time compute cost) or serve (an OpenAI-compatible server "
+                "under a load ladder)."),
     LazyCommand("nccl", "toolkit.bench.nccl.cli:app",
                 "nccl-tests: run on the cluster, parse logs, judge, compare, plot."),
     LazyCommand("collectives", "toolkit.bench.collectives.cli:collectives",

@@ -85,7 +85,7 @@ def summary(record: dict[str, Any], baseline_ids: set[str]) -> dict[str, Any]:
 def list_results(
     kind: str | None = typer.Option(None, "--kind",
                                     help="nccl-tests, collectives, fsdp, storage, health, "
-                                    "inference."),
+                                    "inference, serving."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),
@@ -311,7 +311,7 @@ def _comparisons(store: ResultStore, result_id: str | None, against: str | None,
         raise PctkError("--against needs a result ID to compare", "pass ID before --against")
     comparisons = []
     for k in [kind] if kind else ["nccl-tests", "collectives", "fsdp", "health", "storage",
-                                  "inference"]:
+                                  "inference", "serving"]:
         for current in latest_of_each_group(store, k):
             key = group_key(current)
             if (cluster is not None and key[0] != cluster) or (
@@ -360,10 +360,10 @@ def _value(value: float | str) -> str:
 def trend(
     kind: str | None = typer.Option(None, "--kind",
                                     help="nccl-tests, collectives, fsdp, storage, health, "
-                                    "inference."),
+                                    "inference, serving."),
     metric: str | None = typer.Option(
         None, "--metric", help="busbw_GBps, tokens_per_s_per_gpu, mfu, health_fail_count, "
-        "decode_tokens_per_s."),
+        "decode_tokens_per_s, output_tokens_per_s, goodput_requests_per_s."),
     cluster: str | None = typer.Option(None, "--cluster"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     since: str | None = typer.Option(None, "--since", help="7d, 12h or an ISO date/time."),

@@ -164,6 +164,23 @@ def compare_inference(current: dict[str, Any], baseline: dict[str, Any], thresho
                                 change is not None and change < -threshold))
 
 
+def compare_serving(current: dict[str, Any], baseline: dict[str, Any], threshold: float,
+                    out: Comparison) -> None:
+    """Output tokens/s and goodput at each concurrency: a drop regresses."""
+    cur, base = m.serving_scalars(current), m.serving_scalars(baseline)
+    for key in sorted((k for k in base if k.endswith(("_output_tokens_per_s",
+                                                       "_goodput_requests_per_s"))),
+                      key=lambda k: (int(k[1:].split("_")[0]), k)):
+        level, figure = key.split("_", 1)
+        where = f"concurrency {level[1:]}"
+        if key not in cur:
+            out.notes.append(f"{figure} at {where}: in the baseline, not measured now")
+            continue
+        change = _change(cur[key], base[key])
+        out.points.append(Point(figure, where, base[key], cur[key], change,
+                                change is not None and change < -threshold))
+
+
 def compare_records(current: dict[str, Any], baseline: dict[str, Any],
                     threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     if current["kind"] != baseline["kind"]:
@@ -187,6 +204,8 @@ def compare_records(current: dict[str, Any], baseline: dict[str, Any],
         compare_storage(current, baseline, threshold, out)
     elif current["kind"] == "inference":
         compare_inference(current, baseline, threshold, out)
+    elif current["kind"] == "serving":
+        compare_serving(current, baseline, threshold, out)
     if not out.points and not out.notes:
         out.notes.append("nothing comparable in these two records")
     return out

@@ -13,7 +13,8 @@ from toolkit.results.store import ResultStore
 from toolkit.results.trend import Series, build_series
 
 RECENT_RUNS = 10
-KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling", "inference")
+KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling", "inference",
+         "serving")
 DEFAULT_PARAMS = CusumParams()
 
 

@@ -252,6 +252,44 @@ def inference_decode_curve(record: dict[str, Any]) -> list[tuple[int, float, flo
     return sorted(out)
 
 
+SERVING_RATES = ("requests_per_s", "output_tokens_per_s", "goodput_requests_per_s")
+SERVING_LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+SERVING_QUANTILES = ("p50", "p90", "p99")
+
+
+def serving_levels(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A serving record's levels, sorted by concurrency, as plain numbers: ``concurrency``,
+    the rates (``requests_per_s``...) and ``<latency>_<quantile>`` (``ttft_s_p99``...);
+    a figure that is missing or not a finite number is left out."""
+    if record.get("kind") != "serving":
+        return []
+    out = []
+    for row in _list((record.get("metrics") or {}).get("levels")):
+        if not isinstance(row, dict) or not isinstance(c := row.get("concurrency"), int) \
+                or isinstance(c, bool):
+            continue
+        level: dict[str, Any] = {"concurrency": c}
+        for key in SERVING_RATES:
+            if (value := _number(row.get(key))) is not None:
+                level[key] = value
+        for key in SERVING_LATENCIES:
+            spread = row.get(key)
+            if not isinstance(spread, dict):
+                continue
+            for q in SERVING_QUANTILES:
+                if (value := _number(spread.get(q))) is not None:
+                    level[f"{key}_{q}"] = value
+        out.append(level)
+    return sorted(out, key=lambda lv: lv["concurrency"])
+
+
+def serving_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """``c<concurrency>_<figure>`` for each level of a serving record (``c4_ttft_s_p99``,
+    ``c4_output_tokens_per_s``...)."""
+    return {f"c{lv['concurrency']}_{k}": v for lv in serving_levels(record)
+            for k, v in lv.items() if k != "concurrency"}
+
+
 def storage_scalars(record: dict[str, Any]) -> dict[str, float]:
     """``<phase>_<figure>`` (``seq_read_mb_per_s``, ``rand_read_iops``...) of a storage
     record's aggregate (stonewall) figures."""
@@ -375,6 +413,18 @@ def headline(record: dict[str, Any]) -> str:
         if "test_time_usd_per_million_output_tokens" in sc:
             parts.append(f"${sc['test_time_usd_per_million_output_tokens']:,.2f}/M output tokens")
         return ", ".join(parts) or "no inference figures"
+    if kind == "serving":
+        parts = []
+        for lv in serving_levels(record):
+            part = f"c{lv['concurrency']}"
+            if "output_tokens_per_s" in lv:
+                part += f" {lv['output_tokens_per_s']:,.0f} tok/s"
+            if "ttft_s_p99" in lv:
+                part += f" TTFT p99 {lv['ttft_s_p99'] * 1e3:,.0f} ms"
+            if "goodput_requests_per_s" in lv:
+                part += f" goodput {lv['goodput_requests_per_s']:,.2f} req/s"
+            parts.append(part)
+        return ", ".join(parts) or "no serving figures"
     if kind == "storage":
         sc = storage_scalars(record)
         parts = [f"{label} {sc[key]:,.0f} MB/s" for key, label in (

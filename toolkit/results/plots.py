@@ -333,3 +333,36 @@ def inference_throughput(curves: dict[str, list[tuple[int, float, float | None]]
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return png_data_uri(fig)
+
+
+def serving_latency(levels: dict[str, list[dict[str, float]]]) -> str:
+    """TTFT and TPOT p50/p90/p99 against concurrency (log-log), one colour per cluster /
+    type, one line style per percentile; ``levels`` as :func:`metrics.serving_levels`."""
+    fig = Figure(figsize=(9.6, 3.4))
+    axes = fig.subplots(1, 2)
+    styles = {"p50": "-", "p90": "--", "p99": ":"}
+    for ax, (key, title) in zip(axes, (("ttft_s", "time to first token"),
+                                       ("tpot_s", "time per output token")), strict=True):
+        for n, (group, rows) in enumerate(sorted(levels.items())):
+            colour = f"C{n % 10}"
+            for q, style in styles.items():
+                points = [(r["concurrency"], r[f"{key}_{q}"] * 1e3) for r in rows
+                          if f"{key}_{q}" in r]
+                if points:
+                    ax.plot([c for c, _ in points], [v for _, v in points], marker="o",
+                            markersize=3, linestyle=style, color=colour,
+                            label=f"{group} {q}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        concurrencies = sorted({r["concurrency"] for rows in levels.values() for r in rows})
+        ax.xaxis.set_major_locator(FixedLocator(concurrencies))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:.3g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _pos: f"{y:.3g}"))
+        ax.set_xlabel("concurrency (requests in flight)")
+        ax.set_ylabel("ms")
+        ax.set_title(f"{title}: p50, p90, p99", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return png_data_uri(fig)

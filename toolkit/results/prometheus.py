@@ -117,7 +117,8 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
     def family(name: str, help_text: str) -> Family:
         return fams.setdefault(name, Family(name, help_text))
 
-    for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage", "inference"):
+    for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage", "inference",
+                 "serving"):
         for record in latest_per_workload(store) if kind == "fsdp" else store.latest(kind):
             group = _group_labels(record)
             if (workload := m.workload(record)) != "pretrain":  # a series of its own
@@ -176,6 +177,8 @@ def _add_kind_samples(record: dict[str, Any], labels: dict[str, str], group: dic
                "throughput and the clients' network ceiling.").add(group, expected * 1e6)
     if record.get("kind") == "inference":
         _add_inference_samples(record, group, family)
+    if record.get("kind") == "serving":
+        _add_serving_samples(record, group, family)
     for node, checks in m.health_matrix(record).items():
         for check, cell in checks.items():
             family("pctk_health_check_status",
@@ -208,6 +211,34 @@ def _add_inference_samples(record: dict[str, Any], group: dict[str, str], family
         family("pctk_inference_usd_per_million_output_tokens",
                "On-demand cost of a million output tokens in the test-time compute run."
                ).add(group, cost)
+
+
+SERVING_LATENCY_FAMILIES = {
+    "ttft_s": ("pctk_serving_ttft_seconds", "Time to first token of a served request."),
+    "tpot_s": ("pctk_serving_tpot_seconds", "Time per output token after the first."),
+    "itl_s": ("pctk_serving_itl_seconds", "Inter-token latency between streamed chunks."),
+    "e2e_s": ("pctk_serving_request_seconds", "End-to-end latency of a served request."),
+}
+SERVING_RATE_FAMILIES = {
+    "requests_per_s": ("pctk_serving_requests_per_second", "Completed requests per second."),
+    "output_tokens_per_s": ("pctk_serving_output_tokens_per_second",
+                            "Output tokens per second, all requests together."),
+    "goodput_requests_per_s": ("pctk_serving_goodput_requests_per_second",
+                               "Requests per second that met the TTFT and TPOT SLO."),
+}
+
+
+def _add_serving_samples(record: dict[str, Any], group: dict[str, str], family: Any) -> None:
+    """Latency quantiles and rates per concurrency of the latest serving run."""
+    for level in m.serving_levels(record):
+        labels = {**group, "concurrency": str(level["concurrency"])}
+        for key, (name, help_text) in SERVING_LATENCY_FAMILIES.items():
+            for q in m.SERVING_QUANTILES:
+                if (value := level.get(f"{key}_{q}")) is not None:
+                    family(name, help_text).add({**labels, "quantile": f"0.{q[1:]}"}, value)
+        for key, (name, help_text) in SERVING_RATE_FAMILIES.items():
+            if (value := level.get(key)) is not None:
+                family(name, help_text).add(labels, value)
 
 
 def write_textfile(store: ResultStore, out: Path, threshold: float) -> tuple[Path, int]:

@@ -287,6 +287,29 @@ def inference_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
             + table(["cluster / type", "latest run", "figures"], rows))
 
 
+def serving_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
+    """TTFT and TPOT percentiles against concurrency of the latest serving run per cluster /
+    type (``bench inference --mode serve``), and its figures."""
+    levels: dict[str, list[dict[str, Any]]] = {}
+    rows = []
+    for record in latest_of_each_group(store, "serving"):
+        key = group_key(record)
+        if key not in groups:
+            continue
+        label = group_label(key)
+        if found := m.serving_levels(record):
+            levels[label] = found
+        rows.append([f"<td>{esc(label)}{twin_mark([record])}</td>", td(record["created"]),
+                     td(m.headline(record))])
+    if not rows:
+        return '<p class="empty">no serving results</p>'
+    image = _img(plots.serving_latency(levels), "time to first token and time per output "
+                 "token, p50, p90 and p99, against concurrency",
+                 sum(map(len, levels.values()))) if levels else ""
+    return (f'<div class="plots">{image}</div>'
+            + table(["cluster / type", "latest run", "figures"], rows))
+
+
 def latest_rl(store: ResultStore, key: tuple[str, str], look: int = 50
               ) -> dict[str, Any] | None:
     """The newest rl-workload fsdp record of a group among its ``look`` newest fsdp runs."""
@@ -333,7 +356,7 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
 
 VERDICT_ORDER = ("PASS", "UNKNOWN", "WARN", "FAIL")
 VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling",
-                 "inference")
+                 "inference", "serving")
 
 
 def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) -> str:
@@ -570,6 +593,7 @@ def render_report(store: ResultStore, cluster: str | None = None,
         ("Storage: shared file system throughput", storage_section(storage, keys)),
         ("Scaling: efficiency, step-time breakdown and bottleneck", scaling_section(scaling)),
         ("Inference: decode throughput and roofline", inference_section(store, keys)),
+        ("Serving: latency percentiles against concurrency", serving_section(store, keys)),
         ("Node health", health_section(store, keys)),
     ]
     body = "".join(f"<section><h2>{esc(t)}</h2>{content}</section>" for t, content in sections)

@@ -10,6 +10,8 @@ The figures are the ones the verdicts and comparisons judge, read with
   save / load GB/s where the run wrote or read checkpoints.
 - storage (``pctk bench storage``): each phase's aggregate figure (MB/s, IOPS, files/s).
 - health: the number of FAIL cells (node x check) in the run.
+- inference: aggregate decode tokens/s per batch size; serving (``bench inference --mode
+  serve``): output tokens/s and goodput (requests/s within the SLO) per concurrency.
 
 Each point keeps the record's software versions, node list and instance type, so a change
 point can be lined up with what changed around it.
@@ -29,7 +31,8 @@ from toolkit.results.store import group_key
 # GB/s of the benchmark's checkpoint save and load (averaged over its saves).
 STORAGE_METRICS = ("checkpoint_save_gbps", "checkpoint_load_gbps")
 # the record kinds that have trend figures (record_figures)
-TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health", "scaling", "inference")
+TREND_KINDS = (*m.BUSBW_KINDS, "fsdp", "storage", "health", "scaling", "inference",
+               "serving")
 SOFTWARE_KEYS = ("nccl", "aws_ofi_nccl", "efa", "libfabric", "driver", "cuda_driver", "cuda",
                  "torch")
 
@@ -129,6 +132,10 @@ def record_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
     if kind == "inference":  # aggregate decode tokens/s at each batch size
         return [("decode_tokens_per_s", f"batch {batch}", value)
                 for batch, value, _ in m.inference_decode_curve(record)]
+    if kind == "serving":  # output tokens/s and goodput at each concurrency
+        return [(key, f"concurrency {lv['concurrency']}", lv[key])
+                for lv in m.serving_levels(record)
+                for key in ("output_tokens_per_s", "goodput_requests_per_s") if key in lv]
     if kind == "health":
         matrix = m.health_matrix(record)
         if not matrix:

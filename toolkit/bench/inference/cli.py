@@ -6,15 +6,19 @@ from pathlib import Path
 
 import typer
 
+from toolkit import catalog
 from toolkit.bench import job_cli
-from toolkit.bench.inference import driver
+from toolkit.bench.inference import driver, serve
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption
+from toolkit.errors import PctkError
 from toolkit.submit.longrun import long_command
 
 
 def inference_command(
-    mode: str = typer.Option("offline", help="offline: the engine benchmark on each node."),
+    mode: str = typer.Option(
+        "offline", help="offline: the engine benchmark on each node; serve: an "
+        "OpenAI-compatible server job driven by a load-generator job on another node."),
     model: str = typer.Option("1b", help="Shape preset: tiny, small, 1b, 8b, 70b."),
     nodes: int = typer.Option(1, "--nodes", "-N", min=1,
                               help="Nodes, each measured on its own."),
@@ -39,7 +43,7 @@ def inference_command(
         "GPUs and on-demand price for the cost per million tokens."),
     gpus_per_node: int | None = typer.Option(
         None, help="GPUs to request per node (GRES); 0 for CPU partitions [1 with a GPU "
-        "--instance-type, else 0]."),
+        "--instance-type (serve: all its GPUs, the tensor-parallel size), else 0]."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
     cuda_graph: bool = typer.Option(
         False, "--cuda-graph", help="Replay each decode step from a CUDA graph (GPU only)."),
@@ -47,6 +51,29 @@ def inference_command(
         None, help="GPU memory bandwidth, TB/s (default: from --instance-type)."),
     peak_tflops: float | None = typer.Option(
         None, help="GPU dense bf16 peak, TFLOP/s (default: from --instance-type)."),
+    checkpoint: Path | None = typer.Option(
+        None, help="serve: the user's checkpoint folder (save_pretrained: config, weights, "
+        "tokenizer) instead of a random-weight --model shape."),
+    backend: str = typer.Option(
+        "auto", help="serve: vllm (GPU nodes, tensor parallel = GPUs per node) or "
+        "transformers (transformers serve, CPU nodes) [auto: by --gpus-per-node]."),
+    load_partition: str | None = typer.Option(
+        None, help="serve: partition of the load-generator job [--partition]."),
+    concurrencies: str | None = typer.Option(
+        None, help="serve: requests in flight at each level [1,4,16,64; CPU 1,2]."),
+    requests: int | None = typer.Option(
+        None, min=0, help="serve: requests per level [GPU 0 = 4 x concurrency, at least 8; "
+        "CPU 4]."),
+    prompt_tokens: int | None = typer.Option(
+        None, min=1, help="serve: prompt length in tokens [512; CPU 32]."),
+    output_tokens: int | None = typer.Option(
+        None, min=1, help="serve: output tokens per request [128; CPU 16]."),
+    slo_ttft_ms: float | None = typer.Option(
+        None, min=0, help="serve: goodput SLO on time to first token, ms [500; CPU 2000]."),
+    slo_tpot_ms: float | None = typer.Option(
+        None, min=0, help="serve: goodput SLO on time per output token, ms [50; CPU 200]."),
+    server_timeout: float = typer.Option(
+        900, min=1, help="serve: seconds the server may take to answer after it starts."),
     time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
     run_dir: Path | None = typer.Option(
         None, help="Shared folder for script, logs, record "
@@ -58,9 +85,51 @@ def inference_command(
     store: bool = StoreOption,
     db: Path | None = DbOption,
 ) -> None:
-    """Offline inference benchmark (prefill, decode, TTFT/TPOT, roofline, test-time compute
-    cost) through Slurm."""
+    """Inference benchmarks through Slurm: offline (prefill, decode, TTFT/TPOT, roofline,
+    test-time compute cost) or serve (an OpenAI-compatible server under a load ladder)."""
     with long_command():
+        if mode == "serve":
+            offline_only = {"--prompt-lens": prompt_lens, "--batch-sizes": batch_sizes,
+                            "--context": context, "--decode-tokens": decode_tokens,
+                            "--samples": samples or None, "--output-len": output_len,
+                            "--cuda-graph": cuda_graph or None, "--mem-bw-tbps": mem_bw_tbps,
+                            "--peak-tflops": peak_tflops}
+            if given := [k for k, v in offline_only.items() if v is not None]:
+                raise PctkError(f"{', '.join(given)}: offline-mode option(s), not for "
+                                "--mode serve", "drop them, or use --mode offline")
+            if nodes != 1:
+                raise PctkError("--mode serve runs one server node and one load node",
+                                "drop --nodes")
+            if not wait_:
+                raise PctkError("--mode serve waits for the load and then stops the server",
+                                "drop --no-wait")
+            gpus = catalog.get(instance_type).gpus if instance_type else 0
+            sjob = serve.plan(model=model, checkpoint=checkpoint, backend=backend,
+                              partition=partition, load_partition=load_partition,
+                              gpus_per_node=gpus_per_node, device=device,
+                              concurrencies=concurrencies, requests=requests,
+                              prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                              slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                              server_timeout=server_timeout, time_limit=time_limit,
+                              run_dir=run_dir, instance_gpus=gpus)
+            if dry_run:
+                typer.echo(serve.render_server(sjob), nl=False)
+                typer.echo(f"# ---- {sjob.run_dir / 'load.sbatch'} (submitted with "
+                           "--exclude=<the server's node>)")
+                typer.echo(serve.render_load(sjob), nl=False)
+                return
+            sdone = serve.run(sjob, timeout=timeout, quiet=as_json)
+            job_cli.finish(sjob, sdone, title="pctk bench inference --mode serve",
+                           rows=serve.summary_rows, as_json=as_json, store=store, db=db)
+            return
+        serve_only = {"--checkpoint": checkpoint, "--load-partition": load_partition,
+                      "--concurrencies": concurrencies, "--requests": requests,
+                      "--prompt-tokens": prompt_tokens, "--output-tokens": output_tokens,
+                      "--slo-ttft-ms": slo_ttft_ms, "--slo-tpot-ms": slo_tpot_ms,
+                      "--backend": None if backend == "auto" else backend}
+        if mode == "offline" and (given := [k for k, v in serve_only.items() if v is not None]):
+            raise PctkError(f"{', '.join(given)}: serve-mode option(s), not for --mode "
+                            "offline", "add --mode serve")
         job = driver.plan(mode=mode, model=model, nodes=nodes, prompt_lens=prompt_lens,
                           batch_sizes=batch_sizes, context=context, decode_tokens=decode_tokens,
                           samples=samples, output_len=output_len, partition=partition,

@@ -129,8 +129,7 @@ def plan(*, mode: str, model: str, nodes: int, prompt_lens: str | None,
          ) -> InferenceJob:
     """The job, validated; bandwidth, peak, GPU count and price from ``instance_type``."""
     if mode not in MODES:
-        raise PctkError(f"--mode {mode!r} is not available",
-                        "use --mode offline (serve mode is not built yet)")
+        raise PctkError(f"--mode {mode!r} is not available", "use --mode offline or serve")
     model = model.lower()
     if model not in PRESETS:
         raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")

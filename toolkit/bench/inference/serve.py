@@ -1,0 +1,368 @@
+"""``pctk bench inference --mode serve``: an OpenAI-compatible server as one Slurm job, a load
+generator as another, as plain functions that return the record.
+
+:func:`plan` turns the command's settings into a :class:`ServeJob`; :func:`render_server`
+and :func:`render_load` write the two batch scripts; :func:`run` submits the server job,
+waits until it runs, submits the load job on another node (``--exclude`` of the server's
+node), follows both, then cancels the server and returns the record (kind ``serving``).
+
+The server job builds a checkpoint of the ``--model`` shape (``benchmarks.serving.
+checkpoint``: random weights, a tokenizer built locally) unless ``--checkpoint`` names the
+user's own folder, then runs ``benchmarks.serving.server``: ``vllm serve`` with
+``--tensor-parallel-size`` = the GPUs per node on GPU nodes, ``transformers serve`` on CPU
+nodes. It writes ``server.json`` (its URL) in the run folder when it answers; the load job
+(``benchmarks.serving.load``) waits for that file. Ctrl-C, SIGTERM or SIGHUP cancel both jobs
+and wait until Slurm has ended them (no process of theirs left), then the command exits 130.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.fsdp.config import PRESETS
+from benchmarks.record import read_record, write_record
+from toolkit import slurm
+from toolkit.bench.inference.driver import parse_ints
+from toolkit.errors import PctkError
+from toolkit.fsutil import atomic_write_text
+from toolkit.paths import code_root, new_run_dir
+from toolkit.progress import ProgressLines
+from toolkit.submit.jobspec import JobSpec, sbatch_header
+
+REPO = code_root()
+BACKENDS = ("auto", "transformers", "vllm")
+# (concurrencies, requests per level, prompt tokens, output tokens, SLO TTFT ms, SLO TPOT ms)
+CPU_DEFAULTS = ("1,2", 4, 32, 16, 2000.0, 200.0)
+GPU_DEFAULTS = ("1,4,16,64", 0, 512, 128, 500.0, 50.0)
+CANCEL_WAIT_S = 120.0
+
+
+@dataclass(frozen=True)
+class ServeJob:
+    """Everything the two batch scripts need; no Slurm or filesystem access here."""
+
+    model: str
+    run_dir: Path
+    backend: str = "transformers"
+    checkpoint: Path | None = None
+    gpus_per_node: int = 0
+    partition: str | None = None
+    load_partition: str | None = None
+    device: str = "auto"
+    concurrencies: tuple[int, ...] = (1, 2)
+    requests: int = 4
+    prompt_tokens: int = 32
+    output_tokens: int = 16
+    slo_ttft_ms: float = 2000.0
+    slo_tpot_ms: float = 200.0
+    server_timeout: float = 900.0
+    time_limit: str | None = None
+    python: str = sys.executable
+    repo: Path = REPO
+
+    @property
+    def record_path(self) -> Path:
+        return self.run_dir / "record.json"
+
+    @property
+    def endpoint_path(self) -> Path:
+        return self.run_dir / "server.json"
+
+    @property
+    def model_path(self) -> Path:
+        return self.checkpoint or self.run_dir / "model"
+
+    def server_args(self) -> list[str]:
+        args = ["--backend", self.backend, "--model-path", str(self.model_path),
+                "--endpoint-file", str(self.endpoint_path), "--log",
+                str(self.run_dir / "server.log"), "--ready-timeout", f"{self.server_timeout:g}"]
+        if self.backend == "vllm":
+            args += ["--tensor-parallel", str(max(self.gpus_per_node, 1))]
+        else:
+            args += ["--device", "cpu" if self.gpus_per_node == 0 else self.device]
+        return args
+
+    def load_args(self) -> list[str]:
+        return ["--endpoint-file", str(self.endpoint_path), "--wait",
+                f"{self.server_timeout:g}", "--concurrencies", _csv(self.concurrencies),
+                "--requests", str(self.requests), "--prompt-tokens", str(self.prompt_tokens),
+                "--output-tokens", str(self.output_tokens), "--slo-ttft-ms",
+                f"{self.slo_ttft_ms:g}", "--slo-tpot-ms", f"{self.slo_tpot_ms:g}",
+                "--out", str(self.record_path), "--label", f"model={self.model}",
+                "--label", f"gpus_per_node={self.gpus_per_node}",
+                *(["--label", f"checkpoint={self.checkpoint}"] if self.checkpoint else [])]
+
+
+@dataclass(frozen=True)
+class ServeRun:
+    job: ServeJob
+    job_id: str  # the load job, which writes the record
+    server_job_id: str = ""
+    state: str | None = None
+    record: dict[str, Any] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.job.run_dir / f"load-{self.job_id}.out"
+
+    @property
+    def failed(self) -> bool:
+        return self.record is not None and (
+            self.state != "COMPLETED" or self.record["verdict"]["status"] == "FAIL")
+
+
+def _csv(values: tuple[int, ...]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | None,
+         load_partition: str | None, gpus_per_node: int | None, device: str,
+         concurrencies: str | None, requests: int | None, prompt_tokens: int | None,
+         output_tokens: int | None, slo_ttft_ms: float | None, slo_tpot_ms: float | None,
+         server_timeout: float, time_limit: str | None, run_dir: Path | None,
+         instance_gpus: int = 0) -> ServeJob:
+    """The job, validated: vLLM on GPU nodes, transformers' server on CPU nodes."""
+    model = model.lower()
+    if model not in PRESETS:
+        raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")
+    if backend not in BACKENDS:
+        raise PctkError(f"--backend {backend!r} is not auto, transformers or vllm")
+    gpus = (instance_gpus if instance_gpus else 0) if gpus_per_node is None else gpus_per_node
+    if gpus < 0:
+        raise PctkError("--gpus-per-node cannot be negative")
+    if backend == "auto":
+        backend = "vllm" if gpus else "transformers"
+    if backend == "vllm" and not gpus:
+        raise PctkError("--backend vllm needs GPUs", "request them (--gpus-per-node) or use "
+                        "--backend transformers on CPU nodes")
+    if checkpoint is not None:
+        checkpoint = checkpoint.expanduser().resolve()
+        if not (checkpoint / "config.json").is_file():
+            raise PctkError(f"--checkpoint {str(checkpoint)!r} has no config.json",
+                            "give a folder saved with save_pretrained (config, weights, "
+                            "tokenizer) on storage every node sees")
+    d = GPU_DEFAULTS if gpus else CPU_DEFAULTS
+    job = ServeJob(
+        model=model, checkpoint=checkpoint,
+        run_dir=(run_dir or new_run_dir(f"serve-{model}")).resolve(), backend=backend,
+        gpus_per_node=gpus, partition=partition, load_partition=load_partition or partition,
+        device=device, concurrencies=parse_ints(concurrencies or d[0], "--concurrencies"),
+        requests=d[1] if requests is None else requests,
+        prompt_tokens=prompt_tokens or d[2], output_tokens=output_tokens or d[3],
+        slo_ttft_ms=slo_ttft_ms or d[4], slo_tpot_ms=slo_tpot_ms or d[5],
+        server_timeout=server_timeout, time_limit=time_limit)
+    validate(job)
+    return job
+
+
+def validate(job: ServeJob) -> None:
+    if job.requests < 0 or job.prompt_tokens < 1 or job.output_tokens < 1:
+        raise PctkError("--requests cannot be negative; --prompt-tokens and --output-tokens "
+                        "must be positive")
+    if job.device not in ("auto", "cuda", "cpu"):
+        raise PctkError(f"--device {job.device!r} is not auto, cuda or cpu")
+    if job.checkpoint is None:
+        longest = job.prompt_tokens + job.output_tokens
+        if longest > PRESETS[job.model].max_seq_len:
+            raise PctkError(f"{longest} tokens exceed the {job.model} shape's context "
+                            f"({PRESETS[job.model].max_seq_len})",
+                            "shorten --prompt-tokens or --output-tokens")
+    for path in (job.run_dir, job.model_path):
+        if any(c.isspace() for c in str(path)):
+            raise PctkError(f"folder {str(path)!r} has whitespace, which #SBATCH lines "
+                            "cannot carry", "pick folders with no whitespace")
+
+
+def server_spec(job: ServeJob) -> JobSpec:
+    return JobSpec(job_name=f"pctk-serve-{job.model}", nodes=1, ntasks_per_node=1,
+                   gpus_per_node=job.gpus_per_node or None, partition=job.partition,
+                   time=job.time_limit, output=str(job.run_dir / "server-%j.out"))
+
+
+def load_spec(job: ServeJob) -> JobSpec:
+    return JobSpec(job_name=f"pctk-serve-load-{job.model}", nodes=1, ntasks_per_node=1,
+                   partition=job.load_partition, time=job.time_limit,
+                   output=str(job.run_dir / "load-%j.out"))
+
+
+def _preamble(job: ServeJob) -> list[str]:
+    q = shlex.quote
+    return ["set -euo pipefail", f"cd {q(str(job.repo))}",
+            f"export PYTHONPATH={q(str(job.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}"]
+
+
+def render_server(job: ServeJob) -> str:
+    """The server job's batch script, shellcheck-clean."""
+    q = shlex.quote
+    what = (f"the checkpoint in {job.checkpoint}" if job.checkpoint else
+            f"a random-weight {job.model} checkpoint built here")
+    build = [] if job.checkpoint else [
+        f"{q(job.python)} -m benchmarks.serving.checkpoint --model {q(job.model)} --out "
+        f"{q(str(job.model_path))} --dtype {'bfloat16' if job.gpus_per_node else 'float32'}"]
+    server = " ".join(q(a) for a in job.server_args())
+    return "\n".join([
+        "#!/bin/bash",
+        f"# Generated by pctk bench inference --mode serve: the {job.backend} server for "
+        f"{what}; it writes {job.endpoint_path.name} when it answers and runs until cancelled.",
+        *sbatch_header(server_spec(job)),
+        *_preamble(job),
+        f"rm -f {q(str(job.endpoint_path))}",
+        *build,
+        f"exec {q(job.python)} -m benchmarks.serving.server {server}",
+    ]) + "\n"
+
+
+def render_load(job: ServeJob) -> str:
+    """The load job's batch script; pctk submits it with ``--exclude`` of the server's node."""
+    q = shlex.quote
+    load = " ".join(q(a) for a in job.load_args())
+    return "\n".join([
+        "#!/bin/bash",
+        "# Generated by pctk bench inference --mode serve: the load generator; it waits for "
+        f"{job.endpoint_path.name}, drives the server at each concurrency and writes the record.",
+        *sbatch_header(load_spec(job)),
+        *_preamble(job),
+        f"exec {q(job.python)} -m benchmarks.serving.load {load}",
+    ]) + "\n"
+
+
+def job_node(job_id: str) -> str:
+    r = slurm.ask(["squeue", "-h", "-j", job_id, "-o", "%N"])
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def cancel_and_wait(job_ids: list[str], timeout: float = CANCEL_WAIT_S) -> list[str]:
+    """scancel the jobs and wait until the controller lists none of them (each process of a
+    job is gone once it leaves COMPLETING); returns those still listed after ``timeout``."""
+    slurm.cancel(*job_ids)
+    deadline = time.monotonic() + timeout
+    left = [j for j in job_ids if slurm.job_is_queued(j)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = [j for j in left if slurm.job_is_queued(j)]
+    return left
+
+
+def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
+        poll: float = 1.0) -> ServeRun:
+    """Both jobs, followed to the end; the server job is always cancelled before this
+    returns or raises (KeyboardInterrupt included)."""
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in (job.endpoint_path, job.record_path):
+        stale.unlink(missing_ok=True)
+    server_script = atomic_write_text(job.run_dir / "server.sbatch", render_server(job))
+    load_script = atomic_write_text(job.run_dir / "load.sbatch", render_load(job))
+    start = time.monotonic()
+
+    def left() -> float | None:
+        return None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+
+    first = len(slurm.SUBMITTED)  # every job sbatch took, even one a signal cut short
+    with ProgressLines("bench inference --mode serve", quiet=quiet) as progress:
+        try:
+            server_id = slurm.sbatch([str(server_script)])
+            progress.update(f"server job {server_id}: submitted")
+            node = _wait_running(server_id, left(), progress, poll)
+            load_id = slurm.sbatch([f"--exclude={node}", str(load_script)])
+            progress.update(f"load job {load_id}: submitted (not on {node})")
+            state = _follow(job, server_id, load_id, left, progress, poll)
+        except BaseException:
+            stuck = cancel_and_wait(slurm.SUBMITTED[first:])
+            if stuck:
+                progress.update(f"job(s) {' '.join(stuck)} still listed after scancel")
+            raise
+        stuck = cancel_and_wait([server_id])
+        progress.update(f"server job {server_id}: cancelled"
+                        + (" (still listed)" if stuck else ""))
+    done = ServeRun(job, load_id, server_id, state)
+    if not job.record_path.exists():
+        raise PctkError(f"load job {load_id} ended {state} without a result record",
+                        log=str(done.log))
+    rec = read_record(job.record_path)
+    logs = [p.name for p in (done.log, job.run_dir / f"server-{server_id}.out",
+                             job.run_dir / "server.log") if p.is_file()]
+    rec["raw_logs"] = list(dict.fromkeys([*rec["raw_logs"], *logs]))
+    rec["params"]["server_job_id"] = server_id
+    write_record(job.record_path, rec)
+    return replace(done, record=rec)
+
+
+def _wait_running(server_id: str, timeout: float | None, progress: ProgressLines,
+                  poll: float) -> str:
+    """The server job's node once it runs; a one-line error when it ends first."""
+    last = [""]
+
+    def seen(states: dict[str, str]) -> None:
+        state = states.get(server_id, "")
+        if state and state != last[0]:
+            last[0] = state
+            progress.update(f"server job {server_id}: {state}")
+
+    states, timed_out = slurm.wait_jobs(
+        [server_id], ended=lambda _j, s: bool(s) and not str(s).startswith("PENDING"),
+        timeout=timeout, poll=poll, on_poll=seen)
+    if timed_out:
+        raise PctkError(f"server job {server_id} still {last[0] or 'unknown'} after the "
+                        "timeout", "it is cancelled; raise --timeout or free a node")
+    if not str(states[server_id]).startswith(("RUNNING", "CONFIGURING")) or not (
+            node := job_node(server_id)):
+        raise PctkError(f"server job {server_id} ended {states[server_id]} before serving")
+    return node
+
+
+def _follow(job: ServeJob, server_id: str, load_id: str, left: Any,
+            progress: ProgressLines, poll: float) -> str:
+    """Wait for the load job; the server ending first fails the run (the load is cancelled
+    by the caller). Returns the load job's final state."""
+    last: dict[str, str] = {server_id: slurm.job_state(server_id) or ""}
+    ready = [False]
+
+    def seen(states: dict[str, str]) -> None:
+        for j, name in ((server_id, "server"), (load_id, "load")):
+            state = states.get(j, "")
+            if state and state != last.get(j):
+                last[j] = state
+                progress.update(f"{name} job {j}: {state}")
+        if not ready[0] and job.endpoint_path.is_file():
+            ready[0] = True
+            progress.update(f"server job {server_id}: answering ({job.backend})")
+
+    _states, timed_out = slurm.wait_jobs(
+        [server_id, load_id], ended=lambda _j, _s: False, poll=poll, on_poll=seen,
+        timeout=left(), until=lambda: slurm.has_ended(last.get(load_id))
+        or slurm.has_ended(last.get(server_id)))
+    if timed_out:
+        raise PctkError(f"load job {load_id} still {last.get(load_id, 'unknown')} after the "
+                        "timeout", "both jobs are cancelled; raise --timeout")
+    if not slurm.has_ended(last.get(load_id)):
+        raise PctkError(f"server job {server_id} ended {last.get(server_id)} while the load "
+                        "ran", log=str(job.run_dir / f"server-{server_id}.out"))
+    return last[load_id]
+
+
+def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
+    p, m = rec["params"], rec["metrics"]
+    rows = [("server", f"{p['backend']} on {p.get('server_host')}, model {p['model_id']}"
+             + (f", tensor parallel {p['tensor_parallel']}" if p.get("tensor_parallel") else "")),
+            ("load", f"{p.get('load_host')}: prompts of {p['prompt_tokens']} tokens, "
+                     f"{p['output_tokens']} output tokens; SLO TTFT <= {p['slo_ttft_ms']:g} "
+                     f"ms, TPOT <= {p['slo_tpot_ms']:g} ms")]
+    for lv in m["levels"]:
+        rows.append((f"concurrency {lv['concurrency']}", (
+            f"{lv['completed']}/{lv['requests']} ok, {lv['requests_per_s']:.2f} req/s, "
+            f"{lv['output_tokens_per_s']:,.1f} output tokens/s; TTFT p50/p90/p99 "
+            f"{_ms3(lv['ttft_s'])}; TPOT {_ms3(lv['tpot_s'])}; ITL {_ms3(lv['itl_s'])}; "
+            f"goodput {lv['goodput_requests_per_s']:.2f} req/s")))
+    rows.append(("verdict", " ".join([rec["verdict"]["status"], "; ".join(
+        rec["verdict"]["reasons"])])))
+    return rows
+
+
+def _ms3(spread: dict[str, float | None]) -> str:
+    vals = [spread.get(k) for k in ("p50", "p90", "p99")]
+    return "/".join("-" if v is None else f"{v * 1e3:.1f}" for v in vals) + " ms"
