@@ -20,6 +20,7 @@ from benchmarks.fsdp.defaults import gpu_defaults
 from benchmarks.fsdp.stragglers import describe as describe_stragglers
 from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
+from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
@@ -91,7 +92,7 @@ class FsdpJob:
 
 
 @dataclass(frozen=True)
-class FsdpRun:
+class FsdpRun(Ran):
     """A submitted job; ``state`` and ``record`` only when it was waited for."""
 
     job: FsdpJob
@@ -102,11 +103,6 @@ class FsdpRun:
     @property
     def log(self) -> Path:
         return self.job.run_dir / f"slurm-{self.job_id}.out"
-
-    @property
-    def failed(self) -> bool:
-        return self.record is not None and (
-            self.state != "COMPLETED" or self.record["verdict"]["status"] == "FAIL")
 
 
 def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: int | None,

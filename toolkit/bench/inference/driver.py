@@ -18,6 +18,7 @@ from typing import Any
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
+from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
@@ -65,8 +66,8 @@ class InferenceJob:
         return self.run_dir / "record.json"
 
     def run_args(self) -> list[str]:
-        args = ["--model", self.model, "--prompt-lens", _csv(self.prompt_lens),
-                "--batch-sizes", _csv(self.batch_sizes), "--context", str(self.context),
+        args = ["--model", self.model, "--prompt-lens", csv(self.prompt_lens),
+                "--batch-sizes", csv(self.batch_sizes), "--context", str(self.context),
                 "--decode-tokens", str(self.decode_tokens), "--device", self.device,
                 "--parts", str(self.run_dir / "parts")]
         if self.cuda_graph:
@@ -88,7 +89,7 @@ class InferenceJob:
 
 
 @dataclass(frozen=True)
-class InferenceRun:
+class InferenceRun(Ran):
     job: InferenceJob
     job_id: str
     state: str | None = None
@@ -98,13 +99,9 @@ class InferenceRun:
     def log(self) -> Path:
         return self.job.run_dir / f"slurm-{self.job_id}.out"
 
-    @property
-    def failed(self) -> bool:
-        return self.record is not None and (
-            self.state != "COMPLETED" or self.record["verdict"]["status"] == "FAIL")
 
-
-def _csv(values: tuple[int, ...]) -> str:
+def csv(values: tuple[int, ...]) -> str:
+    """``(1, 8, 32)`` as the ``1,8,32`` the node side takes."""
     return ",".join(str(v) for v in values)
 
 

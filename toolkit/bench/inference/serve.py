@@ -27,7 +27,8 @@ from typing import Any
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.record import read_record, write_record
 from toolkit import slurm
-from toolkit.bench.inference.driver import parse_ints
+from toolkit.bench.inference.driver import csv, parse_ints
+from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
@@ -89,7 +90,7 @@ class ServeJob:
 
     def load_args(self) -> list[str]:
         return ["--endpoint-file", str(self.endpoint_path), "--wait",
-                f"{self.server_timeout:g}", "--concurrencies", _csv(self.concurrencies),
+                f"{self.server_timeout:g}", "--concurrencies", csv(self.concurrencies),
                 "--requests", str(self.requests), "--prompt-tokens", str(self.prompt_tokens),
                 "--output-tokens", str(self.output_tokens), "--slo-ttft-ms",
                 f"{self.slo_ttft_ms:g}", "--slo-tpot-ms", f"{self.slo_tpot_ms:g}",
@@ -99,7 +100,7 @@ class ServeJob:
 
 
 @dataclass(frozen=True)
-class ServeRun:
+class ServeRun(Ran):
     job: ServeJob
     job_id: str  # the load job, which writes the record
     server_job_id: str = ""
@@ -109,15 +110,6 @@ class ServeRun:
     @property
     def log(self) -> Path:
         return self.job.run_dir / f"load-{self.job_id}.out"
-
-    @property
-    def failed(self) -> bool:
-        return self.record is not None and (
-            self.state != "COMPLETED" or self.record["verdict"]["status"] == "FAIL")
-
-
-def _csv(values: tuple[int, ...]) -> str:
-    return ",".join(str(v) for v in values)
 
 
 def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | None,
