@@ -13,10 +13,8 @@ command's own help.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import typer
 import typer.core
@@ -24,25 +22,14 @@ import typer.main
 
 from toolkit import __version__
 from toolkit.errors import PctkError, Terminated, visible
+from toolkit.lazy_cli import LazyCommand, first_paragraph, lazy_group, load_command
+
+__all__ = ["COMMANDS", "LazyCommand", "app", "first_paragraph", "load_command", "main"]
 
 USAGE_EXIT_CODE = 2
 # pctk health run answers a monitor in Nagios codes: unusable input is UNKNOWN (3), since
 # 2 would claim the cluster is CRITICAL (see toolkit/health/cli.py)
 USAGE_EXIT_CODES = {"pctk health run": 3}
-
-
-@dataclass(frozen=True)
-class LazyCommand:
-    """A top-level command imported only when it runs or shows its own help.
-
-    ``target`` is ``module:attribute``: a ``typer.Typer`` sub-app, a command function, or,
-    with ``registers``, a function that registers this command (and siblings) on an app.
-    """
-
-    name: str
-    target: str
-    help: str
-    registers: bool = False
 
 
 COMMANDS = (
@@ -87,67 +74,6 @@ COMMANDS = (
                 "Start the twin, check node health, sweep collectives, train FSDP, store and "
                 "report."),
 )
-
-
-def load_command(spec: LazyCommand) -> Any:
-    """Import ``spec.target`` and build its click command exactly as ``add_typer`` would."""
-    module_name, attribute = spec.target.split(":")
-    target = getattr(importlib.import_module(module_name), attribute)
-    holder = typer.Typer()
-    if spec.registers:
-        target(holder)
-    elif isinstance(target, typer.Typer):
-        holder.add_typer(target, name=spec.name)
-    else:
-        holder.command(spec.name)(target)
-    return typer.main.get_group(holder).commands[spec.name]
-
-
-class LazyGroup(typer.core.TyperGroup):
-    """A group that lists every command of :attr:`lazy` and imports one only when used
-    (the root group and ``pctk bench`` use it)."""
-
-    lazy: ClassVar[dict[str, LazyCommand]] = {}
-    _listing = False  # True while help lists the commands: short help needs no import
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        eager = [n for n in super().list_commands(ctx) if n not in self.lazy]
-        return [*self.lazy, *eager]
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        spec = self.lazy.get(cmd_name)
-        if spec is None or cmd_name in self.commands:
-            return super().get_command(ctx, cmd_name)
-        if self._listing:
-            return typer.core.TyperCommand(name=cmd_name, help=spec.help)
-        self.commands[cmd_name] = load_command(spec)
-        return self.commands[cmd_name]
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
-
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
-        """Each command with its whole first paragraph, wrapped (click would cut it at '...')."""
-        rows = []
-        for name in self.list_commands(ctx):
-            cmd = self.get_command(ctx, name)
-            if cmd is not None and not cmd.hidden:
-                rows.append((name, first_paragraph(cmd.help or "")))
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-def first_paragraph(text: str) -> str:
-    return " ".join(text.strip().split("\n\n")[0].split())
-
-
-def lazy_group(commands: tuple[LazyCommand, ...]) -> type[LazyGroup]:
-    """A :class:`LazyGroup` class for these commands."""
-    return type("LazyGroup", (LazyGroup,), {"lazy": {c.name: c for c in commands}})
 
 
 _BY_NAME = {c.name: c for c in COMMANDS}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from toolkit.cli import LazyCommand, lazy_group
+from toolkit.lazy_cli import LazyCommand, lazy_group
 
 BENCH_COMMANDS = (
     LazyCommand("fsdp", "toolkit.bench.fsdp.cli:fsdp_command",
