@@ -140,6 +140,7 @@ async def one_request(session: Any, url: str, body: dict[str, Any]) -> dict[str,
     start = time.perf_counter()
     stamps: list[float] = []
     usage: dict[str, Any] | None = None
+    finished = False  # a choice with a finish_reason: the server says the answer is whole
     error = None
     try:
         async with session.post(f"{url}/v1/completions", json=body) as r:
@@ -159,25 +160,35 @@ async def one_request(session: Any, url: str, body: dict[str, Any]) -> dict[str,
                         if data == b"[DONE]":
                             continue
                         event = json.loads(data)
+                        if event.get("error"):  # a generation that failed, sent with HTTP 200
+                            error = f"server error: {event['error']}"[:200]
+                            break
                         if event.get("usage"):
                             usage = event["usage"]
-                        if any(c.get("text") for c in event.get("choices") or []):
+                        choices = event.get("choices") or []
+                        if any(c.get("text") for c in choices):
                             stamps.append(now)
+                        finished = finished or any(c.get("finish_reason") for c in choices)
+                    if error is not None:
+                        break
     except Exception as exc:  # a dropped connection or a timeout is a failed request
         error = f"{type(exc).__name__}: {exc}"[:200]
     end = time.perf_counter()
     if error is None and not stamps:
         error = "no text streamed"
+    if error is None and not finished:
+        error = "the stream ended without a finish_reason"
     out_tokens = int(usage["completion_tokens"]) if usage and usage.get(
         "completion_tokens") else len(stamps)
     row: dict[str, Any] = {"ok": error is None, "error": error, "e2e_s": end - start,
                            "output_tokens": out_tokens,
                            "prompt_tokens": usage.get("prompt_tokens") if usage else None}
     if stamps:
+        # TTFT: the first text; TPOT: the rest of the request over the other tokens,
+        # (e2e - TTFT) / (output tokens - 1), as vLLM's and aiperf's benchmarks count it
         row["ttft_s"] = stamps[0] - start
         row["itl_s"] = [b - a for a, b in itertools.pairwise(stamps)]
-        row["tpot_s"] = ((stamps[-1] - stamps[0]) / (out_tokens - 1) if out_tokens > 1
-                         else None)
+        row["tpot_s"] = (end - stamps[0]) / (out_tokens - 1) if out_tokens > 1 else None
     return row
 
 
@@ -192,10 +203,16 @@ def request_body(model: str, args: argparse.Namespace, n: int, backend: str) -> 
     return body
 
 
+def level_requests(args: argparse.Namespace, concurrency: int) -> int:
+    return args.requests or max(8, 4 * concurrency)
+
+
 async def run_level(session: Any, url: str, model: str, args: argparse.Namespace,
-                    concurrency: int, backend: str) -> dict[str, Any]:
-    total = args.requests or max(8, 4 * concurrency)
-    queue = iter(range(total))
+                    concurrency: int, backend: str, first: int = 0) -> dict[str, Any]:
+    """``concurrency`` requests in flight until the level's count was sent; prompts
+    ``first``.. (numbered across the run, so no level repeats an earlier one's prompts)."""
+    total = level_requests(args, concurrency)
+    queue = iter(range(first, first + total))
     rows: list[dict[str, Any]] = []
 
     async def worker() -> None:
@@ -246,8 +263,10 @@ async def drive(args: argparse.Namespace, endpoint: dict[str, Any]) -> dict[str,
         for n in range(args.warmup):
             await one_request(session, url, request_body(model, args, n, backend))
         levels = []
+        first = args.warmup
         for c in args.concurrencies:
-            level = await run_level(session, url, model, args, c, backend)
+            level = await run_level(session, url, model, args, c, backend, first)
+            first += level_requests(args, c)
             progress(f"concurrency {c}: {level['completed']}/{level['requests']} requests, "
                      f"{level['requests_per_s']:.2f} req/s, {level['output_tokens_per_s']:.1f} "
                      f"output tokens/s, TTFT p50 {_ms(level['ttft_s']['p50'])}, TPOT p50 "
@@ -281,9 +300,18 @@ def verdict(levels: list[dict[str, Any]]) -> tuple[str, list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.prompt_tokens < 1 or args.output_tokens < 1 or args.requests < 0:
-        print("benchmarks.serving.load: --prompt-tokens and --output-tokens must be positive",
-              file=sys.stderr)
+    problem = None
+    if args.prompt_tokens < 1 or args.output_tokens < 1:
+        problem = "--prompt-tokens and --output-tokens must be positive"
+    elif args.requests < 0:
+        problem = "--requests cannot be negative (0: 4 x each concurrency)"
+    elif args.requests and args.requests < max(args.concurrencies):
+        problem = (f"--requests {args.requests} is fewer than concurrency "
+                   f"{max(args.concurrencies)}: that level would never have so many in flight")
+    elif args.request_timeout <= 0 or args.wait <= 0:
+        problem = "--request-timeout and --wait must be above 0 seconds (requests are bounded)"
+    if problem:
+        print(f"benchmarks.serving.load: {problem}", file=sys.stderr)
         return 2
     try:
         endpoint = wait_endpoint(args.endpoint_file, args.wait) if args.endpoint_file else {

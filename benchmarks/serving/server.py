@@ -7,8 +7,11 @@ starts the server (``transformers serve`` on CPU nodes, ``vllm serve`` with
 ``--tensor-parallel-size`` = ``--tensor-parallel`` on GPU nodes) on this node's address
 (``$PCTK_NODE_ADDR`` on the local twin, else the host name) and a free port, waits until
 ``GET /v1/models`` answers, then writes ``--endpoint-file`` (JSON: url, host, model, backend,
-pids) for the load job, and stays until the server ends or the job is cancelled: SIGTERM
-(scancel) stops the server and every process it started, then this exits.
+pids) for the load job, and stays until the server ends, the ``--stop-after`` file appears
+(the load's record: a server whose driver died does not outlive its load) or the job is
+cancelled: SIGTERM (scancel) stops the server and every process it started, then this exits.
+vLLM runs with prefix caching off: the load's prompts share words, and a cached prefix would
+skip the prefill that time to first token is meant to measure.
 The server's output goes to ``--log``. With ``--model-path`` a folder of the user's own
 checkpoint (``config.json``, weights, tokenizer) is served as it is; pctk's driver builds
 one of its shapes with ``benchmarks.serving.checkpoint`` first. Standard library only.
@@ -45,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="transformers: cpu, cuda or auto")
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--ready-timeout", type=float, default=900.0)
+    p.add_argument("--stop-after", type=Path, default=None,
+                   help="stop the server once this file exists (the load's record)")
     p.add_argument("--executable", default=None,
                    help="the server program [transformers or vllm beside this Python, or "
                    "on PATH]")
@@ -74,7 +79,8 @@ def command(args: argparse.Namespace, host: str, port: int) -> list[str]:
     model = str(args.model_path)
     if args.backend == "vllm":
         cmd = [exe, "serve", model, "--host", host, "--port", str(port),
-               "--tensor-parallel-size", str(args.tensor_parallel)]
+               "--tensor-parallel-size", str(args.tensor_parallel),
+               "--no-enable-prefix-caching"]
     else:
         cmd = [exe, "serve", model, "--host", host, "--port", str(port), "--device",
                args.device, "--log-level", "warning"]
@@ -129,13 +135,14 @@ def main(argv: list[str] | None = None) -> int:
            "HF_HUB_DISABLE_TELEMETRY": "1", "VLLM_NO_USAGE_STATS": "1",
            "DO_NOT_TRACK": "1"}
     cmd = command(args, host, port)
+    print(f"pctk-serve: {socket.gethostname()}: starting {' '.join(cmd)}", flush=True)
+    proc: subprocess.Popen[bytes] | None = None
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _raise)
-    print(f"pctk-serve: {socket.gethostname()}: starting {' '.join(cmd)}", flush=True)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
     try:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
         deadline = time.monotonic() + args.ready_timeout
         model = None
         while model is None:
@@ -157,12 +164,21 @@ def main(argv: list[str] | None = None) -> int:
             "server_pid": proc.pid}, indent=2))
         print(f"pctk-serve: {socket.gethostname()}: {args.backend} server ready at {url} "
               f"(model {model})", flush=True)
-        return proc.wait()
+        while proc.poll() is None:
+            if args.stop_after is not None and args.stop_after.exists():
+                print(f"pctk-serve: {socket.gethostname()}: {args.stop_after.name} written: "
+                      "stopping the server", flush=True)
+                return 0
+            time.sleep(0.5)
+        return proc.returncode
     except Stopped as why:
         print(f"pctk-serve: {socket.gethostname()}: {why}: stopping the server", flush=True)
         return 0
     finally:
-        stop(proc)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # stop() runs once, whole
+            signal.signal(sig, signal.SIG_IGN)
+        if proc is not None:
+            stop(proc)
 
 
 if __name__ == "__main__":

@@ -281,3 +281,126 @@ def test_a_server_that_cannot_start_ends_the_run_in_one_line_with_no_job_left(
     # no job of this run is queued (%o: the batch script, in its folder)
     queued = twin.cmd("squeue", "-h", "-o", "%i %o", check=False).stdout
     assert str(run_dir) not in queued, queued
+
+
+def _stream(events: list[dict[str, object] | str]) -> bytes:
+    return b"".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode()
+                    for e in events)
+
+
+def _serve_streams(bodies: dict[str, bytes], prompts: list[str], delay: float = 0.0):
+    """An aiohttp server on loopback whose /v1/completions answers ``bodies[prompt]`` (or
+    the ``*`` body), each event written on its own with ``delay`` between them; every prompt
+    it got is appended to ``prompts``."""
+    import asyncio
+
+    from aiohttp import web
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        prompts.append(body["prompt"])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in bodies.get(body["prompt"], bodies["*"]).split(b"\n\n"):
+            if event:
+                await resp.write(event + b"\n\n")
+                await asyncio.sleep(delay)
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    return app
+
+
+async def _with_server(app, coro_fn):  # type: ignore[no-untyped-def]
+    import aiohttp
+    from aiohttp import web
+
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as session:
+            return await coro_fn(session, f"http://127.0.0.1:{port}")
+    finally:
+        await runner.cleanup()
+
+
+def _text(t: str, finish: str | None = None) -> dict[str, object]:
+    return {"choices": [{"text": t, "finish_reason": finish}]}
+
+
+def test_a_stream_that_errors_or_stops_short_is_a_failed_request() -> None:
+    """transformers serve sends a failed generation as an ``error`` event with HTTP 200; a
+    stream cut before its finish_reason is no whole answer either."""
+    import asyncio
+
+    usage = {"usage": {"completion_tokens": 3, "prompt_tokens": 2}, "choices": []}
+    bodies = {"good": _stream([_text("a"), _text(" b"), _text(" c"), _text("", "length"),
+                               usage, "[DONE]"]),
+              "error": _stream([_text("a"), {"error": "CUDA out of memory"}]),
+              "*": _stream([_text("a"), _text(" b")])}
+    app = _serve_streams(bodies, [], delay=0.05)
+
+    async def go(session, url):  # type: ignore[no-untyped-def]
+        return [await load.one_request(session, url, {"prompt": p}) for p in
+                ("good", "error", "short")]
+
+    good, error, short = asyncio.run(_with_server(app, go))
+    assert good["ok"] and good["output_tokens"] == 3
+    # TPOT: (end - first text) / (tokens - 1): the two later texts and the finish event, usage
+    # and [DONE] after them, four writes 0.05 s apart after the first text
+    assert good["tpot_s"] == pytest.approx((good["e2e_s"] - good["ttft_s"]) / 2)
+    assert good["tpot_s"] >= 4 * 0.05 / 2 and len(good["itl_s"]) == 2
+    assert not error["ok"] and error["error"] == "server error: CUDA out of memory"
+    assert not short["ok"] and short["error"] == "the stream ended without a finish_reason"
+
+
+def test_no_prompt_is_sent_twice_across_warmup_and_levels() -> None:
+    """A server that caches prefixes (vLLM's default) would skip the prefill of a repeated
+    prompt and understate TTFT: every request of a run gets its own prompt."""
+    import asyncio
+
+    prompts: list[str] = []
+    app = _serve_streams({"*": _stream([_text("a"), _text(" b", "length")])}, prompts)
+    args = load.parser().parse_args(["--url", "http://x", "--concurrencies", "1,2",
+                                     "--requests", "3", "--prompt-tokens", "6",
+                                     "--output-tokens", "2", "--warmup", "1"])
+
+    async def go(_session, url):  # type: ignore[no-untyped-def]
+        return await load.drive(args, {"url": url, "backend": "vllm", "model": "m"})
+
+    result = asyncio.run(_with_server(app, go))
+    assert [lv["completed"] for lv in result["levels"]] == [3, 3]
+    assert len(prompts) == 1 + 3 + 3 and len(set(prompts)) == len(prompts)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--requests", "2", "--concurrencies", "1,4"], "--requests 2 is fewer than concurrency 4"),
+    (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0: an SLO must be above 0 ms"),
+    (["--instance-type", "p5.48xlarge", "--gpus-per-node", "3"],
+     "vLLM cannot split the tiny shape's 4 heads (2 KV heads) over 3 GPUs"),
+])
+def test_serve_plans_that_cannot_measure_what_they_say_are_refused(
+        argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "inference", "--mode", "serve", "--model", "tiny", "--dry-run",
+                 *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_server_job_has_a_time_limit_and_vllm_no_prefix_cache() -> None:
+    result = CliRunner().invoke(app, ["bench", "inference", "--mode", "serve", "--model", "8b",
+                                      "--instance-type", "p5.48xlarge", "--dry-run",
+                                      "--run-dir", "/x"])
+    assert result.exit_code == 0, result.output
+    server, _load = result.output.split("# ---- ")
+    assert "#SBATCH --time=75" in server  # --server-timeout 900 s + an hour of load
+    assert "--stop-after /x/record.json" in server
+    from benchmarks.serving import server as srv
+
+    args = srv.parser().parse_args(["--backend", "vllm", "--model-path", "/m",
+                                    "--endpoint-file", "/x/server.json"])
+    assert "--no-enable-prefix-caching" in srv.command(args, "10.0.0.1", 8000)

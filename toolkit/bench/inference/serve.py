@@ -3,16 +3,20 @@ generator as another, as plain functions that return the record.
 
 :func:`plan` turns the command's settings into a :class:`ServeJob`; :func:`render_server`
 and :func:`render_load` write the two batch scripts; :func:`run` submits the server job,
-waits until it runs, submits the load job on another node (``--exclude`` of the server's
+waits until it answers, submits the load job on another node (``--exclude`` of the server's
 node), follows both, then cancels the server and returns the record (kind ``serving``).
 
 The server job builds a checkpoint of the ``--model`` shape (``benchmarks.serving.
 checkpoint``: random weights, a tokenizer built locally) unless ``--checkpoint`` names the
 user's own folder, then runs ``benchmarks.serving.server``: ``vllm serve`` with
 ``--tensor-parallel-size`` = the GPUs per node on GPU nodes, ``transformers serve`` on CPU
-nodes. It writes ``server.json`` (its URL) in the run folder when it answers; the load job
-(``benchmarks.serving.load``) waits for that file. Ctrl-C, SIGTERM or SIGHUP cancel both jobs
-and wait until Slurm has ended them (no process of theirs left), then the command exits 130.
+nodes. It writes ``server.json`` (its URL) in the run folder when it answers (after building
+the checkpoint and loading it, however long that takes within ``--server-timeout`` of the
+server starting); only then is the load job (``benchmarks.serving.load``) submitted. The
+server stops by itself once the load's record is written (``--stop-after``), so a server
+whose pctk died never outlives its load, and its job has a time limit by default. Ctrl-C,
+SIGTERM or SIGHUP cancel both jobs and wait until Slurm has ended them (no process of theirs
+left), then the command exits 130.
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ class ServeJob:
     def server_args(self) -> list[str]:
         args = ["--backend", self.backend, "--model-path", str(self.model_path),
                 "--endpoint-file", str(self.endpoint_path), "--log",
-                str(self.run_dir / "server.log"), "--ready-timeout", f"{self.server_timeout:g}"]
+                str(self.run_dir / "server.log"), "--ready-timeout", f"{self.server_timeout:g}",
+                "--stop-after", str(self.record_path)]
         if self.backend == "vllm":
             args += ["--tensor-parallel", str(max(self.gpus_per_node, 1))]
         else:
@@ -139,6 +144,9 @@ def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | 
                             "give a folder saved with save_pretrained (config, weights, "
                             "tokenizer) on storage every node sees")
     d = GPU_DEFAULTS if gpus else CPU_DEFAULTS
+    for flag, slo in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms)):
+        if slo is not None and slo <= 0:
+            raise PctkError(f"{flag} {slo:g}: an SLO must be above 0 ms", f"e.g. {flag} 500")
     job = ServeJob(
         model=model, checkpoint=checkpoint,
         run_dir=(run_dir or new_run_dir(f"serve-{model}")).resolve(), backend=backend,
@@ -146,7 +154,8 @@ def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | 
         device=device, concurrencies=parse_ints(concurrencies or d[0], "--concurrencies"),
         requests=d[1] if requests is None else requests,
         prompt_tokens=prompt_tokens or d[2], output_tokens=output_tokens or d[3],
-        slo_ttft_ms=slo_ttft_ms or d[4], slo_tpot_ms=slo_tpot_ms or d[5],
+        slo_ttft_ms=d[4] if slo_ttft_ms is None else slo_ttft_ms,
+        slo_tpot_ms=d[5] if slo_tpot_ms is None else slo_tpot_ms,
         server_timeout=server_timeout, time_limit=time_limit)
     validate(job)
     return job
@@ -158,6 +167,17 @@ def validate(job: ServeJob) -> None:
                         "must be positive")
     if job.device not in ("auto", "cuda", "cpu"):
         raise PctkError(f"--device {job.device!r} is not auto, cuda or cpu")
+    if job.requests and job.requests < max(job.concurrencies):
+        raise PctkError(f"--requests {job.requests} is fewer than concurrency "
+                        f"{max(job.concurrencies)}: that level would never have so many in "
+                        "flight", f"give --requests {max(job.concurrencies)} or more, or 0 "
+                        "(4 x each concurrency)")
+    shape = PRESETS[job.model]
+    if job.backend == "vllm" and job.checkpoint is None and (
+            shape.n_heads % job.gpus_per_node or shape.n_kv_heads % job.gpus_per_node):
+        raise PctkError(f"vLLM cannot split the {job.model} shape's {shape.n_heads} heads "
+                        f"({shape.n_kv_heads} KV heads) over {job.gpus_per_node} GPUs",
+                        "use --gpus-per-node 1, 2, 4 or 8, or another --model")
     if job.checkpoint is None:
         longest = job.prompt_tokens + job.output_tokens
         if longest > PRESETS[job.model].max_seq_len:
@@ -170,10 +190,16 @@ def validate(job: ServeJob) -> None:
                             "cannot carry", "pick folders with no whitespace")
 
 
+def server_time_limit(job: ServeJob) -> str:
+    """``--time``, else the server's start budget plus an hour of load, in minutes: a
+    server whose pctk and load both died is still ended by Slurm."""
+    return job.time_limit or str(int(job.server_timeout // 60) + 60)
+
+
 def server_spec(job: ServeJob) -> JobSpec:
     return JobSpec(job_name=f"pctk-serve-{job.model}", nodes=1, ntasks_per_node=1,
                    gpus_per_node=job.gpus_per_node or None, partition=job.partition,
-                   time=job.time_limit, output=str(job.run_dir / "server-%j.out"))
+                   time=server_time_limit(job), output=str(job.run_dir / "server-%j.out"))
 
 
 def load_spec(job: ServeJob) -> JobSpec:
@@ -260,6 +286,7 @@ def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
             server_id = slurm.sbatch([str(server_script)])
             progress.update(f"server job {server_id}: submitted")
             node = _wait_running(server_id, left(), progress, poll)
+            _wait_answering(job, server_id, left(), progress, poll)
             load_id = slurm.sbatch([f"--exclude={node}", str(load_script)])
             progress.update(f"load job {load_id}: submitted (not on {node})")
             state = _follow(job, server_id, load_id, left, progress, poll)
@@ -307,12 +334,37 @@ def _wait_running(server_id: str, timeout: float | None, progress: ProgressLines
     return node
 
 
+def _wait_answering(job: ServeJob, server_id: str, timeout: float | None,
+                    progress: ProgressLines, poll: float) -> None:
+    """Until the server writes its endpoint (it has built or loaded the checkpoint and
+    answers); a one-line error when its job ends first."""
+    last = [""]
+
+    def seen(states: dict[str, str]) -> None:
+        state = states.get(server_id, "")
+        if state and state != last[0]:
+            last[0] = state
+            progress.update(f"server job {server_id}: {state}")
+
+    states, timed_out = slurm.wait_jobs(
+        [server_id], timeout=timeout, poll=poll, on_poll=seen,
+        until=job.endpoint_path.is_file, tick=min(poll, 0.5))
+    if job.endpoint_path.is_file():
+        progress.update(f"server job {server_id}: answering ({job.backend})")
+        return
+    if timed_out:
+        raise PctkError(f"server job {server_id} did not answer before the timeout",
+                        "it is cancelled; raise --timeout (a large --model takes a while "
+                        "to build and load)")
+    raise PctkError(f"server job {server_id} ended {states.get(server_id)} before serving",
+                    log=str(job.run_dir / f"server-{server_id}.out"))
+
+
 def _follow(job: ServeJob, server_id: str, load_id: str, left: Any,
             progress: ProgressLines, poll: float) -> str:
     """Wait for the load job; the server ending first fails the run (the load is cancelled
     by the caller). Returns the load job's final state."""
     last: dict[str, str] = {server_id: slurm.job_state(server_id) or ""}
-    ready = [False]
 
     def seen(states: dict[str, str]) -> None:
         for j, name in ((server_id, "server"), (load_id, "load")):
@@ -320,14 +372,12 @@ def _follow(job: ServeJob, server_id: str, load_id: str, left: Any,
             if state and state != last.get(j):
                 last[j] = state
                 progress.update(f"{name} job {j}: {state}")
-        if not ready[0] and job.endpoint_path.is_file():
-            ready[0] = True
-            progress.update(f"server job {server_id}: answering ({job.backend})")
 
     _states, timed_out = slurm.wait_jobs(
         [server_id, load_id], ended=lambda _j, _s: False, poll=poll, on_poll=seen,
         timeout=left(), until=lambda: slurm.has_ended(last.get(load_id))
-        or slurm.has_ended(last.get(server_id)))
+        # a server that stops once the load wrote its record is no failure
+        or (slurm.has_ended(last.get(server_id)) and not job.record_path.exists()))
     if timed_out:
         raise PctkError(f"load job {load_id} still {last.get(load_id, 'unknown')} after the "
                         "timeout", "both jobs are cancelled; raise --timeout")
