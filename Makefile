@@ -24,7 +24,7 @@ PYTEST_ARGS ?=
 # two workers: the twins that wait on Slurm's clocks run beside the rest (tests/conftest.py);
 # PYTEST_WORKERS=0 runs everything in one process
 PYTEST_WORKERS ?= 2
-# make demo SLURM=24.11: the twin runs that Slurm release (built once, about 5 minutes, and kept:
+# make demo SLURM=24.11: the twin runs that Slurm release (built once, about 3-5 minutes, and kept:
 # `pctk local image list`); empty: as `pctk local up` chooses
 SLURM ?=
 # make test runs the Slurm-facing tests (marker slurm_matrix) a second time on a twin of this

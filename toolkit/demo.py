@@ -47,7 +47,7 @@ def demo_command(
     db: Path = typer.Option(None, "--db", help="Results database (default: the per-user one)."),
     slurm: str = typer.Option(None, "--slurm", envvar="PCTK_SLURM", metavar="RELEASE",
                               help="The Slurm the twin runs (`pctk local up --slurm`): system, "
-                              "or 24.11 (built once, about 5 minutes)."),
+                              "or 24.11 (built once, about 3-5 minutes)."),
 ) -> None:
     """Start the twin, check node health, sweep collectives, train FSDP, store and report."""
     console = cli_console()

@@ -53,7 +53,7 @@ def list_images(json_out: bool = JsonOption) -> None:
                   visible(escape(str(img.prefix))))
     for src in buildable:
         t.add_row(src.series, src.version, "not built (`pctk local image build "
-                  f"{src.series}`, about 5 min)", escape(src.debian))
+                  f"{src.series}`, about 3-5 min)", escape(src.debian))
     out.print(t)
     if pc:
         out.print(f"ParallelCluster {pc} (the release configs are checked against) ships "
@@ -70,8 +70,9 @@ def build(release: str = Release, json_out: bool = JsonOption) -> None:
     """
     console = cli_console(stderr=True)
     t0 = time.monotonic()
+    src = slurmimage.source_for(release)  # an unknown release: one line before anything
     with stopsignals.as_exceptions(), \
-            console.status(f"building Slurm {visible(release)}", spinner="dots") as spinner:
+            console.status(f"building Slurm {src.version}", spinner="dots") as spinner:
         def progress(msg: str) -> None:
             spinner.update(msg)
             console.log(msg)

@@ -257,6 +257,17 @@ class Twin:
             image = slurmimage.choose(slurm_release, progress)
         prefix = str(image.prefix) if image else None
         self._prefix = prefix
+        try:
+            return self._start(topo, cfg, cfg_hash, nodes, accounting, progress, timeout,
+                               boot_delay, notes, image, prefix)
+        finally:
+            self._prefix = False  # from here on env() follows what twin.json records
+
+    def _start(self, topo: ClusterTopology, cfg: Path, cfg_hash: str, nodes: int | None,
+               accounting: bool, progress: Progress, timeout: float, boot_delay: float,
+               notes: list[str], image: slurmimage.Image | None, prefix: str | None
+               ) -> TwinStatus:
+        """``up`` once the config is read and the release chosen (``self._prefix`` set)."""
         missing = missing_binaries(accounting, image)
         if missing:
             raise PctkError(f"missing programs: {', '.join(missing)}", APT_HINT)
@@ -281,7 +292,6 @@ class Twin:
                          "restarting (state and accounting kept)")
                 self._prefix = st.slurm_prefix  # the running release's scancel
                 self._cancel_all_jobs()
-                self._prefix = prefix
             elif old:
                 if st is not None and st.slurm_prefix == prefix \
                         and self._restartable_in_place(st, old, cfg_hash, nodes, accounting):
@@ -294,7 +304,12 @@ class Twin:
                 progress("recovering from a previous run that did not stop cleanly")
             if old:
                 if st is not None:
-                    self._record_drains(st, old)
+                    # the running release's scontrol: a client two releases apart is refused
+                    self._prefix = st.slurm_prefix
+                    try:
+                        self._record_drains(st, old)
+                    finally:
+                        self._prefix = prefix
                 procs.stop(power.recorded(self.state_dir))
                 procs.stop(old)
                 power.forget_all(self.state_dir)
