@@ -7,8 +7,10 @@ the KV-cache bytes, and (``--samples``) test-time compute: n sampled continuatio
 prompt with long outputs. With a GPU's memory bandwidth and peak it judges each figure
 against the roofline (benchmarks/inference/roofline.py).
 
-Two subcommands: ``run`` measures this node and writes ``<parts>/part-<SLURM_PROCID>.json``;
+Two subcommands: ``run`` measures this node and writes ``<parts>/part-<node>.json``;
 ``merge`` folds the parts of every node into one result record (benchmarks/record.py).
+``--tensor-parallel N`` runs N processes per node (one per GPU) that share one model
+(benchmarks/inference/tensor_parallel.py); the node's first process writes its part.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--output-len", type=_positive, default=256,
                      help="tokens per sample in the test-time compute run")
     run.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    run.add_argument("--tensor-parallel", type=_positive, default=1,
+                     help="processes per node sharing one model (one per GPU; srun starts "
+                     "them)")
     run.add_argument("--cuda-graph", action="store_true",
                      help="decode steps replayed from one CUDA graph per batch size (GPU only)")
     run.add_argument("--mem-bw-tbps", type=float, default=None,
@@ -98,10 +103,32 @@ def progress(message: str) -> None:
     print(f"pctk-inference: {socket.gethostname()}: {message}", flush=True)
 
 
+def tp_group(size: int, use_cuda: bool) -> Any:
+    """This process's tensor-parallel group: the processes of its node (srun's tasks), one
+    process group across the job and one subgroup per node; None for ``size`` 1."""
+    if size == 1:
+        return None
+    import torch.distributed as dist
+
+    from benchmarks import distenv
+    from benchmarks.inference.tensor_parallel import Group
+
+    env = distenv.detect()
+    if env.local_world_size != size or env.world_size != size * env.num_nodes:
+        refuse(f"--tensor-parallel {size} needs {size} tasks on each node; this step has "
+               f"{env.local_world_size} per node, {env.world_size} in all")
+    env.export()
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo", init_method="env://")
+    groups = [dist.new_group(list(range(n * size, (n + 1) * size)))
+              for n in range(env.num_nodes)]
+    return Group(rank=env.local_rank, size=size, group=groups[env.node_rank])
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every figure of this node; torch is imported here only."""
     import torch
 
+    from benchmarks.inference import tensor_parallel
     from benchmarks.inference.kvcache import KVCache, forward
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -125,14 +152,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         args.mem_bw_tbps = args.mem_bw_tbps or roofline.MEM_BW_TBPS.get(name.strip())
         args.peak_tflops = args.peak_tflops or peak_tflops_for(name)
+    size = args.tensor_parallel
+    if (why := tensor_parallel.problem(shape, size)) is not None:
+        refuse(f"--tensor-parallel {size}: {why} of {args.model}")
     if use_cuda:
         total = torch.cuda.get_device_properties(device).total_memory
-        if (need := roofline.total_param_bytes(shape, 2)) > 0.9 * total:
-            refuse(f"the {args.model} shape's bf16 weights ({need / 2**30:.0f} GiB) do not fit "
-                   f"one {name} ({total / 2**30:.0f} GiB): tensor parallel is not built; "
-                   "use a smaller --model")
+        if (need := roofline.total_param_bytes(shape, 2, tp=size)) > 0.9 * total:
+            refuse(f"the {args.model} shape's bf16 weights ({need / 2**30:.0f} GiB per GPU at "
+                   f"tensor parallel {size}) do not fit one {name} ({total / 2**30:.0f} GiB): "
+                   "raise --tensor-parallel (more GPUs per node) or use a smaller --model")
+    tp = tp_group(size, use_cuda)
     torch.manual_seed(args.seed)
-    model = build_model(args.model, dtype, device)
+    model = build_model(args.model, dtype, device) if tp is None else \
+        tensor_parallel.build(shape, tp, dtype, device, seed=args.seed)
     gen = torch.Generator(device=device).manual_seed(args.seed)
 
     def sync() -> None:
@@ -154,7 +186,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(hold)
     out: dict[str, Any] = {"device": device.type, "dtype": str(dtype).removeprefix("torch."),
                            "device_name": name, "host": socket.gethostname(), "prefill": [],
-                           "decode": []}
+                           "decode": [], "tensor_parallel": size}
     with torch.inference_mode():
         for length in args.prompt_lens:
             tokens = prompt(1, length)
@@ -230,7 +262,8 @@ def _decode(model: Any, forward: Any, kv: Any, batch: int, args: argparse.Namesp
            "tpot_s": statistics.median(times),
            "tpot_p90_s": sorted(times)[min(len(times) - 1, int(0.9 * len(times)))],
            "tokens_per_s_per_seq": len(times) / total,
-           "tokens_per_s": batch * len(times) / total, "kv_cache_bytes": cache.nbytes}
+           "tokens_per_s": batch * len(times) / total,
+           "kv_cache_bytes": cache.nbytes * args.tensor_parallel}
     progress(f"decode batch {batch}: TPOT {row['tpot_s'] * 1e3:.2f} ms, "
              f"{row['tokens_per_s']:,.0f} tokens/s, KV cache {cache.nbytes / 2**20:.1f} MiB")
     return row
@@ -253,7 +286,7 @@ def _test_time(model: Any, forward: Any, kv: Any, args: argparse.Namespace,
         for pos in range(args.context, args.context + length - 1):
             probs = forward(model, token, cache, pos)[:, -1].float().softmax(-1)
             token = torch.multinomial(probs, 1, generator=gen)
-        state["kv"] = cache.nbytes
+        state["kv"] = cache.nbytes * args.tensor_parallel
 
     seconds = timed(run)
     row = {"samples": n, "output_len": length, "prompt_len": args.context,
@@ -265,9 +298,21 @@ def _test_time(model: Any, forward: Any, kv: Any, args: argparse.Namespace,
 
 
 def run(args: argparse.Namespace) -> int:
-    rank = int(os.environ.get("SLURM_PROCID", "0"))
-    progress(f"model {args.model}, rank {rank}: measuring")
+    """Measure; the node's first process writes ``part-<node>.json`` (one process per node
+    without tensor parallel, so the node is its rank)."""
+    tp = args.tensor_parallel > 1
+    rank = int(os.environ.get("SLURM_NODEID" if tp else "SLURM_PROCID", "0"))
+    writer = not tp or int(os.environ.get("SLURM_LOCALID", "0")) == 0
+    progress(f"model {args.model}, node {rank}"
+             + (f", tensor parallel {args.tensor_parallel}" if tp else "") + ": measuring")
     part = measure(args)
+    if tp:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    if not writer:
+        return 0
     part["rank"] = rank
     part["settings"] = {k: (str(v) if isinstance(v, Path) else v)
                         for k, v in vars(args).items() if k not in ("command", "parts")}
@@ -287,9 +332,10 @@ def merge(args: argparse.Namespace) -> int:
     parts = [json.loads(p.read_text()) for p in paths]
     first, settings = parts[0], parts[0]["settings"]
     shape = PRESETS[settings["model"]]
+    size = int(settings.get("tensor_parallel", 1))
     verdict = roofline.judge(shape, first, device=first["device"], dtype=first["dtype"],
                              mem_bw_tbps=settings["mem_bw_tbps"],
-                             peak_tflops=settings["peak_tflops"])
+                             peak_tflops=settings["peak_tflops"], gpus=size)
     metrics: dict[str, Any] = {
         "prefill": first["prefill"], "decode": first["decode"], "roofline": verdict,
         "kv_bytes_per_token": roofline.kv_bytes_per_token(
@@ -299,7 +345,7 @@ def merge(args: argparse.Namespace) -> int:
                                      *(("test_time",) if "test_time" in p else ()))}
                   for p in parts]}
     if "test_time" in first:
-        metrics["test_time"] = _cost(parts, args.price_usd_per_hour, args.gpus_per_node)
+        metrics["test_time"] = _cost(parts, args.price_usd_per_hour, args.gpus_per_node, size)
     reasons = _reasons(metrics)
     rec = new_record("inference", params={
         "mode": "offline", "model": settings["model"],
@@ -307,6 +353,7 @@ def merge(args: argparse.Namespace) -> int:
         "device": first["device"], "device_name": first["device_name"],
         "dtype": first["dtype"], "nodes_measured": len(parts),
         "decode_path": "cuda-graph" if settings.get("cuda_graph") else "eager",
+        "tensor_parallel": size,
         **{k: settings[k] for k in ("prompt_lens", "batch_sizes", "context", "decode_tokens",
                                     "warmup", "repeats", "samples", "output_len",
                                     "mem_bw_tbps", "peak_tflops")}},
@@ -319,11 +366,13 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cost(parts: list[dict[str, Any]], price: float | None, gpus: int) -> dict[str, Any]:
+def _cost(parts: list[dict[str, Any]], price: float | None, gpus: int, tp: int = 1
+          ) -> dict[str, Any]:
     """Output tokens/s of every node's sampled run together, and what a million cost when
-    each of a node's GPUs serves a replica at the measured rate (one replica on CPU nodes)."""
+    each group of ``tp`` GPUs of a node serves a replica at the measured rate (one replica on
+    CPU nodes)."""
     per_node = [p["test_time"]["tokens_per_s"] for p in parts]
-    replicas = max(gpus, 1)
+    replicas = max(gpus // tp, 1)
     node_rate = statistics.mean(per_node) * replicas
     row = {**parts[0]["test_time"], "tokens_per_s_per_node": node_rate,
            "tokens_per_s_all_nodes": node_rate * len(parts), "replicas_per_node": replicas,

@@ -3,7 +3,9 @@ weights, the training forward untouched.
 
 :func:`forward` runs either a prefill (``pos == 0``, any length, causal) or one decode step
 (one token per sequence attending to everything cached). Its logits equal the full forward's
-at the same positions (tests/inference/test_kvcache.py).
+at the same positions (tests/inference/test_kvcache.py). A model sharded by
+benchmarks/inference/tensor_parallel.py runs the same code on its shard: the partial sums of
+``wo`` and ``w2`` are all-reduced and the vocabulary-parallel logits all-gathered.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.fsdp.model import Attention, Transformer, TransformerBlock, apply_rope
+from benchmarks.inference import tensor_parallel
 
 
 @dataclass
 class KVCache:
-    """Preallocated K and V per layer, (batch, kv_heads, max_len, head_dim) each; zeros, as
-    masked positions are still multiplied by zero weights (NaN garbage would spread)."""
+    """Preallocated K and V per layer, (batch, kv_heads, max_len, head_dim) each (this rank's
+    KV heads under tensor parallel); zeros, as masked positions are still multiplied by zero
+    weights (NaN garbage would spread)."""
 
     k: list[torch.Tensor]
     v: list[torch.Tensor]
@@ -28,7 +32,9 @@ class KVCache:
     def empty(cls, model: Transformer, batch: int, max_len: int, dtype: torch.dtype,
               device: torch.device) -> KVCache:
         a = model.args
-        shape = (batch, a.n_kv_heads, max_len, a.head_dim)
+        first = next(iter(model.layers.values()))
+        assert isinstance(first, TransformerBlock)
+        shape = (batch, first.attention.n_kv_heads, max_len, a.head_dim)
         return cls([torch.zeros(shape, dtype=dtype, device=device) for _ in range(a.n_layers)],
                    [torch.zeros(shape, dtype=dtype, device=device) for _ in range(a.n_layers)])
 
@@ -71,14 +77,25 @@ def forward(model: Transformer, tokens: torch.Tensor, cache: KVCache, pos: int) 
         raise ValueError("after the prefill, decode one token per sequence at a time")
     if pos + seq > cache.k[0].shape[2]:
         raise ValueError(f"position {pos + seq} is past the cache ({cache.k[0].shape[2]})")
+    tp = tensor_parallel.of(model)
     h = model.tok_embeddings(tokens)
     freqs = model.get_buffer("freqs")
     for i, block in enumerate(model.layers.values()):
         assert isinstance(block, TransformerBlock)
-        h = h + _attention(block.attention, block.attention_norm(h), freqs, cache.k[i],
-                           cache.v[i], pos)
-        h = h + block.feed_forward(block.ffn_norm(h))
-    return model.output(model.norm(h))
+        h = h + _reduced(tp, _attention(block.attention, block.attention_norm(h), freqs,
+                                        cache.k[i], cache.v[i], pos))
+        h = h + _reduced(tp, block.feed_forward(block.ffn_norm(h)))
+    return _logits(tp, model, h)
+
+
+def _reduced(tp: tensor_parallel.Group | None, partial: torch.Tensor) -> torch.Tensor:
+    return partial if tp is None else tp.all_reduce(partial)
+
+
+def _logits(tp: tensor_parallel.Group | None, model: Transformer, h: torch.Tensor
+            ) -> torch.Tensor:
+    logits = model.output(model.norm(h))
+    return logits if tp is None else tp.all_gather_last(logits)
 
 
 def decode_static(model: Transformer, token: torch.Tensor, cache: KVCache,
@@ -86,6 +103,7 @@ def decode_static(model: Transformer, token: torch.Tensor, cache: KVCache,
     """One decode step with every shape fixed, the position a 0-d tensor: the cache is written
     with ``index_copy_`` and attention runs over the whole cache with a mask of the filled
     positions. Same logits as :func:`forward` at ``pos``; capturable in a CUDA graph."""
+    tp = tensor_parallel.of(model)
     where = pos.view(1)
     freqs = model.get_buffer("freqs").index_select(0, where)
     filled = (torch.arange(cache.k[0].shape[2], device=token.device) <= pos).view(1, -1)
@@ -103,9 +121,9 @@ def decode_static(model: Transformer, token: torch.Tensor, cache: KVCache,
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2), cache.k[i], cache.v[i], attn_mask=filled,
             enable_gqa=attn.n_kv_heads != attn.n_heads)
-        h = h + attn.wo(out.transpose(1, 2).reshape(bsz, 1, -1))
-        h = h + block.feed_forward(block.ffn_norm(h))
-    return model.output(model.norm(h))
+        h = h + _reduced(tp, attn.wo(out.transpose(1, 2).reshape(bsz, 1, -1)))
+        h = h + _reduced(tp, block.feed_forward(block.ffn_norm(h)))
+    return _logits(tp, model, h)
 
 
 class GraphedDecode:

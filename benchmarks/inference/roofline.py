@@ -40,9 +40,25 @@ def non_embedding_params(args: ModelArgs) -> int:
     return args.n_layers * block + args.dim + args.dim * args.vocab_size
 
 
-def total_param_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
-    """Every weight held in memory, the input embedding included."""
-    return (non_embedding_params(args) + args.vocab_size * args.dim) * dtype_bytes
+def total_param_bytes(args: ModelArgs, dtype_bytes: int = 2, tp: int = 1) -> int:
+    """Every weight held in memory, the input embedding included; with ``tp`` GPUs sharing
+    the model (benchmarks/inference/tensor_parallel.py), one GPU's share: the embedding and
+    the norms stay whole on each."""
+    norms = (2 * args.n_layers + 1) * args.dim
+    sharded = non_embedding_params(args) - norms
+    return (sharded // tp + norms + args.vocab_size * args.dim) * dtype_bytes
+
+
+def tensor_parallel_problem(args: ModelArgs, size: int) -> str | None:
+    """Why ``size`` GPUs cannot share this shape by heads, hidden units and vocabulary
+    (benchmarks/inference/tensor_parallel.py), or None."""
+    if size < 1:
+        return f"tensor parallel size {size} is not a positive number"
+    for what, count in (("query heads", args.n_heads), ("KV heads", args.n_kv_heads),
+                        ("hidden units", args.ffn_dim), ("vocabulary entries", args.vocab_size)):
+        if count % size:
+            return f"{size} ranks do not divide the shape's {count} {what}"
+    return None
 
 
 def weight_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
@@ -92,11 +108,15 @@ def prefill_bound(args: ModelArgs, prompt_len: int, *, peak_tflops: float) -> Bo
 
 
 def judge(args: ModelArgs, metrics: dict[str, Any], *, device: str, dtype: str,
-          mem_bw_tbps: float | None, peak_tflops: float | None) -> dict[str, Any]:
+          mem_bw_tbps: float | None, peak_tflops: float | None, gpus: int = 1
+          ) -> dict[str, Any]:
     """The fraction of the bound each measured point reached, or why none is judged.
 
     ``metrics`` holds ``decode`` (rows with batch, mean_context, tokens_per_s) and ``prefill``
     (rows with prompt_len, tokens_per_s) as benchmarks.inference.bench writes them.
+    ``gpus`` share one model (tensor parallel): each reads its share of the weights and the
+    KV cache, so the bound is that of ``gpus`` times the bandwidth and the peak (the
+    all-reduces between them are not in it: they are part of what the fraction shows).
     """
     if device != "cuda":
         return {"judged": False, "reason": f"ran on {device}: no roofline is judged (the "
@@ -105,6 +125,7 @@ def judge(args: ModelArgs, metrics: dict[str, Any], *, device: str, dtype: str,
         return {"judged": False, "reason": "no memory bandwidth or peak for this GPU: pass "
                 "--instance-type (catalog) or --mem-bw-tbps and --peak-tflops"}
     size = DTYPE_BYTES.get(dtype, 2)
+    mem_bw_tbps, peak_tflops = mem_bw_tbps * gpus, peak_tflops * gpus
     decode = []
     for row in metrics.get("decode", []):
         bound = decode_bound(args, row["batch"], round(row["mean_context"]),
@@ -120,4 +141,4 @@ def judge(args: ModelArgs, metrics: dict[str, Any], *, device: str, dtype: str,
                         "bound_tokens_per_s": bound.tokens_per_s,
                         "fraction": row["tokens_per_s"] / bound.tokens_per_s})
     return {"judged": True, "mem_bw_tbps": mem_bw_tbps, "peak_tflops": peak_tflops,
-            "decode": decode, "prefill": prefill}
+            "gpus": gpus, "decode": decode, "prefill": prefill}

@@ -42,8 +42,13 @@ def inference_command(
         None, help="Instance type in the catalog: GPU bandwidth and peak for the roofline, "
         "GPUs and on-demand price for the cost per million tokens."),
     gpus_per_node: int | None = typer.Option(
-        None, help="GPUs to request per node (GRES); 0 for CPU partitions [1 with a GPU "
-        "--instance-type (serve: all its GPUs, the tensor-parallel size), else 0]."),
+        None, help="GPUs to request per node (GRES); 0 for CPU partitions [with a GPU "
+        "--instance-type: the tensor-parallel size (serve: all its GPUs), else 0]."),
+    tensor_parallel: int | None = typer.Option(
+        None, "--tensor-parallel", "--tp", min=1, help="offline: GPUs of a node that share "
+        "one model (one process each; heads, hidden units and vocabulary split between them) "
+        "[1; with a GPU --instance-type the fewest whose memory holds the weights: 70b on "
+        "p5.48xlarge 4, on p5e 2]."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
     cuda_graph: bool = typer.Option(
         False, "--cuda-graph", help="Replay each decode step from a CUDA graph (GPU only)."),
@@ -93,6 +98,7 @@ def inference_command(
                             "--context": context, "--decode-tokens": decode_tokens,
                             "--samples": samples or None, "--output-len": output_len,
                             "--cuda-graph": cuda_graph or None, "--mem-bw-tbps": mem_bw_tbps,
+                            "--tensor-parallel": tensor_parallel,
                             "--peak-tflops": peak_tflops}
             if given := [k for k, v in offline_only.items() if v is not None]:
                 raise PctkError(f"{', '.join(given)}: offline-mode option(s), not for "
@@ -135,6 +141,7 @@ def inference_command(
                           samples=samples, output_len=output_len, partition=partition,
                           instance_type=instance_type, gpus_per_node=gpus_per_node,
                           device=device, cuda_graph=cuda_graph, mem_bw_tbps=mem_bw_tbps,
+                          tensor_parallel=tensor_parallel,
                           peak_tflops=peak_tflops,
                           time_limit=time_limit, run_dir=run_dir)
         if dry_run:

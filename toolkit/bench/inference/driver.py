@@ -1,8 +1,9 @@
 """The offline inference benchmark through Slurm, as plain functions that return records.
 
 :func:`plan` turns the command's settings into an :class:`InferenceJob`; :func:`render_sbatch`
-writes its batch script (one ``benchmarks.inference.bench run`` per node under ``srun``, then
-``merge`` on the batch host); :func:`run` submits it, waits for the job and returns the record.
+writes its batch script (``benchmarks.inference.bench run`` under ``srun``: one process per
+node, or one per GPU sharing the model with ``--tensor-parallel``; then ``merge`` on the
+batch host); :func:`run` submits it, waits for the job and returns the record.
 The GPU's memory bandwidth and peak for the roofline, and the node's price for the cost per
 million output tokens, come from the catalog entry of ``--instance-type``.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fsdp.config import PRESETS
+from benchmarks.inference.roofline import tensor_parallel_problem, total_param_bytes
 from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
 from toolkit.bench.jobrun import Ran
@@ -45,6 +47,7 @@ class InferenceJob:
     run_dir: Path
     gpus_per_node: int = 1  # GPUs requested (GRES) per node; 0 on CPU partitions
     gpus_of_instance: int = 0  # the instance type's GPUs: replicas in the cost figure
+    tensor_parallel: int = 1  # processes (GPUs) per node sharing one model
     partition: str | None = None
     prompt_lens: tuple[int, ...] = (128, 512, 2048)
     batch_sizes: tuple[int, ...] = (1, 8, 32, 64)
@@ -72,6 +75,8 @@ class InferenceJob:
                 "--parts", str(self.run_dir / "parts")]
         if self.cuda_graph:
             args.append("--cuda-graph")
+        if self.tensor_parallel > 1:
+            args += ["--tensor-parallel", str(self.tensor_parallel)]
         if self.samples:
             args += ["--samples", str(self.samples), "--output-len", str(self.output_len)]
         if self.mem_bw_tbps:
@@ -122,9 +127,13 @@ def plan(*, mode: str, model: str, nodes: int, prompt_lens: str | None,
          output_len: int | None,
          partition: str | None, instance_type: str | None, gpus_per_node: int | None,
          device: str, mem_bw_tbps: float | None, peak_tflops: float | None,
-         time_limit: str | None, run_dir: Path | None, cuda_graph: bool = False
-         ) -> InferenceJob:
-    """The job, validated; bandwidth, peak, GPU count and price from ``instance_type``."""
+         time_limit: str | None, run_dir: Path | None, cuda_graph: bool = False,
+         tensor_parallel: int | None = None) -> InferenceJob:
+    """The job, validated; bandwidth, peak, GPU count and price from ``instance_type``.
+
+    ``tensor_parallel`` None: 1, or on a GPU instance type the fewest of its GPUs whose
+    memory holds the shape's bf16 weights with room for the KV cache (70b on an 80 GiB GPU:
+    2); GPUs per node then default to that many."""
     if mode not in MODES:
         raise PctkError(f"--mode {mode!r} is not available", "use --mode offline or serve")
     model = model.lower()
@@ -135,16 +144,22 @@ def plan(*, mode: str, model: str, nodes: int, prompt_lens: str | None,
     context, decode_tokens = context or d[2], decode_tokens or d[3]
     output_len = output_len or d[4]
     price, gpus = None, 0
+    tp = tensor_parallel
     if instance_type is not None:
         inst = catalog.get(instance_type)
         price, gpus = inst.price_usd_per_hour, inst.gpus
         if inst.accelerator is not None and inst.gpus:
             mem_bw_tbps = mem_bw_tbps or inst.accelerator.mem_bw_tbps
             peak_tflops = peak_tflops or inst.accelerator.peak_bf16_tflops
+            if tp is None:
+                tp = fewest_gpus(model, inst.accelerator.memory_mib * 2**20, inst.gpus)
+    tp = tp or 1
+    if gpus_per_node is None:
+        gpus_per_node = tp if gpus else 0
     job = InferenceJob(
         nodes=nodes, model=model, run_dir=(run_dir or new_run_dir(f"inference-{model}")).resolve(),
-        gpus_per_node=(1 if gpus else 0) if gpus_per_node is None else gpus_per_node,
-        gpus_of_instance=gpus, partition=partition,
+        gpus_per_node=gpus_per_node, gpus_of_instance=gpus, tensor_parallel=tp,
+        partition=partition,
         prompt_lens=parse_ints(prompt_lens, "--prompt-lens"),
         batch_sizes=parse_ints(batch_sizes, "--batch-sizes"), context=context,
         decode_tokens=decode_tokens, samples=samples, output_len=output_len, device=device,
@@ -166,6 +181,18 @@ def validate(job: InferenceJob) -> None:
         raise PctkError(f"--device {job.device!r} is not auto, cuda or cpu")
     if job.cuda_graph and (job.device == "cpu" or job.gpus_per_node == 0):
         raise PctkError("--cuda-graph needs a GPU", "drop it, or request GPUs (--gpus-per-node)")
+    tp = job.tensor_parallel
+    if tp < 1:
+        raise PctkError(f"--tensor-parallel {tp} must be at least 1")
+    if (why := tensor_parallel_problem(shape, tp)) is not None:
+        raise PctkError(f"--tensor-parallel {tp}: {why} of {job.model}",
+                        "use a size that divides them (1, 2, 4 or 8 for the Llama shapes)")
+    if job.gpus_per_node and job.gpus_per_node < tp:
+        raise PctkError(f"--tensor-parallel {tp} needs {tp} GPUs per node, not "
+                        f"{job.gpus_per_node}", f"request --gpus-per-node {tp} or more")
+    if job.gpus_of_instance and tp > job.gpus_of_instance:
+        raise PctkError(f"--tensor-parallel {tp}: the instance type has "
+                        f"{job.gpus_of_instance} GPUs", "use at most that many")
     longest = max(max(job.prompt_lens), job.context + job.decode_tokens + 2,
                   job.context + job.output_len if job.samples else 0)
     if longest > shape.max_seq_len:
@@ -177,8 +204,23 @@ def validate(job: InferenceJob) -> None:
                         "cannot carry", "pick a --run-dir with no whitespace")
 
 
+def fewest_gpus(model: str, gpu_bytes: int, gpus: int) -> int:
+    """The smallest tensor-parallel size (a power of two up to ``gpus`` that divides the
+    shape) whose share of the bf16 weights takes at most 80% of one GPU's memory, leaving
+    room for the KV cache and activations; ``gpus`` when none does (the node refuses it)."""
+    shape = PRESETS[model]
+    size = 1
+    while size <= gpus:
+        if tensor_parallel_problem(shape, size) is None and \
+                total_param_bytes(shape, 2, tp=size) <= 0.8 * gpu_bytes:
+            return size
+        size *= 2
+    return max(gpus, 1)
+
+
 def job_spec(job: InferenceJob) -> JobSpec:
-    return JobSpec(job_name=f"pctk-inference-{job.model}", nodes=job.nodes, ntasks_per_node=1,
+    return JobSpec(job_name=f"pctk-inference-{job.model}", nodes=job.nodes,
+                   ntasks_per_node=job.tensor_parallel,
                    gpus_per_node=job.gpus_per_node or None, partition=job.partition,
                    time=job.time_limit, output=str(job.run_dir / "slurm-%j.out"))
 
@@ -191,7 +233,9 @@ def render_sbatch(job: InferenceJob) -> str:
     return "\n".join([
         "#!/bin/bash",
         f"# Generated by pctk bench inference: offline engine benchmark, model {job.model}, "
-        f"{job.nodes} node(s), one process per node.",
+        f"{job.nodes} node(s), "
+        + (f"{job.tensor_parallel} processes per node sharing the model (tensor parallel)."
+           if job.tensor_parallel > 1 else "one process per node."),
         *sbatch_header(job_spec(job)),
         "set -euo pipefail",
         f"cd {q(str(job.repo))}",
@@ -227,8 +271,10 @@ def run(job: InferenceJob, *, wait_for_it: bool = True, timeout: float | None = 
 def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
     p, m = rec["params"], rec["metrics"]
     rows = [("model", f"{p['model']} ({p['n_params_non_embedding'] / 1e6:,.2f}M params "
-                      f"without the embedding), {p['dtype']} on {p['device_name']}, decode "
-                      f"{p.get('decode_path', 'eager')}")]
+                      f"without the embedding), {p['dtype']} on {p['device_name']}"
+                      + (f" x {p['tensor_parallel']} (tensor parallel)"
+                         if p.get("tensor_parallel", 1) > 1 else "")
+                      + f", decode {p.get('decode_path', 'eager')}")]
     for r in m.get("prefill", []):
         rows.append((f"prefill {r['prompt_len']}",
                      f"TTFT {r['ttft_s'] * 1e3:.2f} ms, {r['tokens_per_s']:,.0f} tokens/s"))
