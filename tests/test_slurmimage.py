@@ -53,6 +53,24 @@ def test_an_unknown_release_is_one_line_naming_those_there_are(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize(("argv", "env", "message"), [
+    (["local", "image", "build", "[/x]"], {}, "no build of Slurm [/x] is known"),
+    (["local", "image", "build", "24.11"], {"PCTK_DEBIAN_MIRROR": "deb.debian.org/debian"},
+     "cannot download Slurm 24.11.5's source from deb.debian.org/debian/pool"),
+    (["local", "image", "build", "24.11"], {"PCTK_SLURM_IMAGES": "/tmp/pctk a:b"},
+     "the Slurm images folder '/tmp/pctk a:b' has characters"),
+    (["local", "up", "--slurm", "", "-c", "p5-training"], {}, "--slurm is empty"),
+    (["local", "up", "-c", "p5-training"], {"PCTK_SLURM": ""}, "PCTK_SLURM is empty"),
+])
+def test_a_release_mirror_or_folder_that_cannot_work_is_one_line(tmp_path, argv, env, message):
+    r = _pctk(*argv, env={"PCTK_SLURM_IMAGES": str(tmp_path / "images"),
+                          "PCTK_HOME": str(tmp_path / "home"), **env})
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert message in last and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "home" / "twin" / "twin.json").exists()  # no twin was started
+
+
 def test_no_network_is_one_line_and_leaves_nothing(tmp_path):
     env = {"PCTK_SLURM_IMAGES": str(tmp_path),
            "PCTK_DEBIAN_MIRROR": f"http://127.0.0.1:{_closed_port()}/debian"}

@@ -111,8 +111,15 @@ def series_of(version: str) -> str:
 
 # --------------------------------------------------------------------- where images live
 def images_dir() -> Path:
-    """``$PCTK_SLURM_IMAGES`` or ``<state home>/slurm`` (not created here)."""
-    return slurm_images_dir()
+    """``$PCTK_SLURM_IMAGES`` or ``<state home>/slurm`` (not created here), absolute and plain:
+    it becomes ``configure --prefix``, a PATH entry and paths in slurm.conf."""
+    path = slurm_images_dir().absolute()
+    if not re.fullmatch(r"/[A-Za-z0-9._/+@~-]*", str(path)):
+        raise PctkError(f"the Slurm images folder {visible(str(path))!r} has characters a "
+                        "prefix on PATH and in slurm.conf cannot carry (blanks, ':', quotes, "
+                        "'#', '%', ',', '=')", "point PCTK_SLURM_IMAGES (or PCTK_HOME) at a "
+                        "folder with a plain name")
+    return path
 
 
 @dataclass(frozen=True)
@@ -159,8 +166,13 @@ def _read_image(prefix: Path) -> Image | None:
 
 
 def installed(root: Path | None = None) -> list[Image]:
-    """Every complete image under the images folder, oldest release first."""
-    root = root or images_dir()
+    """Every complete image under the images folder, oldest release first (none in a folder
+    that no build could use: the default's look-up does not fail on it, a build does)."""
+    if root is None:
+        try:
+            root = images_dir()
+        except PctkError:
+            return []
     found = [img for p in sorted(root.glob("slurm-*")) if (img := _read_image(p))]
     return sorted(found, key=lambda i: [int(x) for x in re.findall(r"\d+", i.version)])
 
