@@ -109,3 +109,21 @@ def test_slow_storage_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(PctkError, match="not on a block device"):
         faults.block_device(Path("/proc"))
     assert faults.block_device(tmp_path).count(":") == 1
+
+
+def test_a_busy_twin_hosts_probe_noise_names_no_node_a_real_cluster_gap_does(
+        records: list[dict]) -> None:
+    """The probe figures of a fault-free 2-node twin run on a busy host (0.815 against 4.54
+    GB/s): loopback noise on the twin, a link worth checking on a real cluster."""
+    rec = json.loads(json.dumps(records[1]))
+    for row, (node, gbps) in zip(rec["metrics"]["breakdown"]["per_rank"],
+                                 (("cpu-dy-c5-1", 4.54), ("cpu-dy-c5-2", 0.815)), strict=True):
+        row["node"], row["link_recv_gb_per_s"] = node, gbps
+    rec["cluster"]["twin"] = True
+    assert link_outlier(rec) is None
+    rec["cluster"]["twin"] = False
+    assert link_outlier(rec) == ("cpu-dy-c5-2", 0.815, 4.54)
+    # a shaped link on the twin (slow-net, 50 Mbit/s) is far below either line
+    rec["cluster"]["twin"] = True
+    rec["metrics"]["breakdown"]["per_rank"][1]["link_recv_gb_per_s"] = 0.006
+    assert link_outlier(rec) == ("cpu-dy-c5-2", 0.006, 4.54)
