@@ -158,9 +158,11 @@ def _read_image(prefix: Path) -> Image | None:
     except (OSError, ValueError):
         return None
     if not isinstance(d, dict) or d.get("prefix") != str(prefix) \
-            or d.get("recipe") != RECIPE or not (prefix / "sbin" / "slurmctld").is_file():
+            or d.get("recipe") != RECIPE or not (prefix / "sbin" / "slurmctld").is_file() \
+            or not re.fullmatch(r"\d+\.\d+\.\d+", str(d.get("version"))):
         return None  # moved since it was built (the prefix is compiled in), built by another
-        # recipe, or incomplete
+        # recipe, incomplete, or a version that is no release number (it names the
+        # controller's state folder and the accounting database)
     return Image(version=str(d.get("version")), prefix=prefix, source=str(d.get("source", "")),
                  built=d.get("built") if isinstance(d.get("built"), int | float) else None)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -311,9 +312,9 @@ def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
     return replace(done, record=rec)
 
 
-def _wait_running(server_id: str, timeout: float | None, progress: ProgressLines,
-                  poll: float) -> str:
-    """The server job's node once it runs; a one-line error when it ends first."""
+def _announcer(server_id: str, progress: ProgressLines
+               ) -> tuple[Callable[[dict[str, str]], None], list[str]]:
+    """An ``on_poll`` that says each new state of the server job, and its last state."""
     last = [""]
 
     def seen(states: dict[str, str]) -> None:
@@ -322,6 +323,13 @@ def _wait_running(server_id: str, timeout: float | None, progress: ProgressLines
             last[0] = state
             progress.update(f"server job {server_id}: {state}")
 
+    return seen, last
+
+
+def _wait_running(server_id: str, timeout: float | None, progress: ProgressLines,
+                  poll: float) -> str:
+    """The server job's node once it runs; a one-line error when it ends first."""
+    seen, last = _announcer(server_id, progress)
     states, timed_out = slurm.wait_jobs(
         [server_id], ended=lambda _j, s: bool(s) and not str(s).startswith("PENDING"),
         timeout=timeout, poll=poll, on_poll=seen)
@@ -338,14 +346,7 @@ def _wait_answering(job: ServeJob, server_id: str, timeout: float | None,
                     progress: ProgressLines, poll: float) -> None:
     """Until the server writes its endpoint (it has built or loaded the checkpoint and
     answers); a one-line error when its job ends first."""
-    last = [""]
-
-    def seen(states: dict[str, str]) -> None:
-        state = states.get(server_id, "")
-        if state and state != last[0]:
-            last[0] = state
-            progress.update(f"server job {server_id}: {state}")
-
+    seen, _last = _announcer(server_id, progress)
     states, timed_out = slurm.wait_jobs(
         [server_id], timeout=timeout, poll=poll, on_poll=seen,
         until=job.endpoint_path.is_file, tick=min(poll, 0.5))
