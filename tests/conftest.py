@@ -34,10 +34,12 @@ OWN_TWIN_WAITERS = frozenset({
 })
 
 
-# What pctk parses from Slurm or passes to it, run a second time by `make test` on a twin of a
-# newer Slurm (PCTK_SLURM=24.11 -m slurm_matrix): the Slurm layer, submission (command jobs,
-# submitit arrays, requeue, waits), accounting with and without slurmdbd, the health sweep,
-# and the twin's own per-node addresses, faults, power saving and `local env`.
+# What pctk parses from Slurm or passes to it, run a second time by `make test`, beside the
+# suite, on a twin of a newer Slurm (PCTK_SLURM=24.11 -m slurm_matrix; that twin numbers its
+# jobs from 10001, so torch jobs of both legs at once ask for different ports): the Slurm
+# layer, submission (command jobs, submitit arrays, requeue, waits), accounting with and
+# without slurmdbd, the health sweep, and the twin's own per-node addresses, faults, power
+# saving and `local env`.
 SLURM_MATRIX = frozenset({
     "tests/twin/test_jobs.py",
     "tests/twin/test_faults.py",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.local import procs
 from toolkit.local.twin import Twin
 
 pytestmark = pytest.mark.twin
@@ -206,3 +207,40 @@ def test_a_dead_controller_comes_back_with_its_running_jobs_and_pctk_says_what_w
         if waiter is not None and waiter.poll() is None:
             waiter.kill()
         twin.down(purge=True)
+
+
+def test_down_stops_the_job_steps_of_a_slurmd_stopped_under_them(tmp_path):
+    """A slurmd stopped under a running job (a node failure) leaves its slurmstepd and the
+    job's processes running, as on a real node; `down` stops them by pid too."""
+    state = _state_dir()
+    twin = Twin(state)
+    twin.up(_config(tmp_path), nodes=1, accounting=False)
+    env = {**os.environ, **twin.env()}
+    marker = f"pctk-step-{os.getpid()}"
+    try:
+        job = _sbatch(env, "-p", "compute", "--wrap", f"srun bash -c 'exec -a {marker} sleep 300'")
+        _until("job running", lambda: _squeue_state(env, job) == "RUNNING")
+        _until("step running", lambda: _named(marker))
+        slurmd = next(d for d in twin.status().daemons if d["name"].startswith("slurmd:"))
+        os.kill(slurmd["pid"], signal.SIGTERM)
+        _until("slurmd gone", lambda: not Path(f"/proc/{slurmd['pid']}").exists()
+               or Path(f"/proc/{slurmd['pid']}/stat").read_text().split()[2] == "Z")
+        steps = [p.pid for p in procs.left_in(state, "slurmstepd")]
+        assert steps and _named(marker), "the job's step should outlive its slurmd"
+    finally:
+        twin.down(purge=True)
+    assert not _named(marker)
+    assert not [pid for pid in steps if Path(f"/proc/{pid}").exists()
+                and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]
+
+
+def _named(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found

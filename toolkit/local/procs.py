@@ -101,6 +101,42 @@ def stop(procs: list[Proc], timeout: float = 15.0) -> list[Proc]:
     return alive
 
 
+def left_in(folder: Path, program: str) -> list[Proc]:
+    """Every running ``program`` (its process name: Debian's slurmstepd runs as
+    slurmstepd-wlm) whose working folder is ``folder``, each followed by its descendants: what
+    the twin's daemons started there and left behind. A slurmstepd outlives a slurmd stopped
+    under its job step, as on a real node."""
+    here = str(folder.resolve())
+    found: list[Proc] = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if (d / "comm").read_text().strip() != program or \
+                    os.readlink(d / "cwd").removesuffix(" (deleted)") != here:
+                continue
+            found.append(Proc(program, int(d.name), start_ticks(int(d.name)), ""))
+    return [q for p in found for q in (p, *descendants(p.pid))]
+
+
+def descendants(pid: int) -> list[Proc]:
+    """The processes below ``pid``, parents before children."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                raw = (d / "stat").read_text()
+                ppid = int(raw[raw.rfind(")") + 2:].split()[1])
+                children.setdefault(ppid, []).append(int(d.name))
+    out: list[Proc] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        out.append(Proc("child", child, start_ticks(child), ""))
+        todo += children.get(child, [])
+    return out
+
+
 def tail(path: str | Path, lines: int = 5) -> str:
     try:
         text = Path(path).read_text(errors="replace").strip().splitlines()

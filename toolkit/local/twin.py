@@ -673,6 +673,14 @@ class Twin:
                         raise PctkError(
                             f"could not stop {', '.join(f'{p.name} (pid {p.pid})' for p in left)}",
                             "check the process and its log", log=left[0].log)
+            # job steps whose slurmd was stopped under them (a node failure, `local fault`):
+            # their tasks first, then the slurmstepd
+            steps = procs.left_in(self.state_dir, "slurmstepd")
+            if steps:
+                progress(f"stopping {sum(p.name == 'slurmstepd' for p in steps)} job step(s) "
+                         "left by stopped slurmds")
+                procs.stop([p for p in steps if p.name != "slurmstepd"], timeout=5)
+                procs.stop([p for p in steps if p.name == "slurmstepd"], timeout=5)
             hosts.remove_block(self.state_dir)
             if st is not None:
                 st.procs = []
