@@ -296,9 +296,11 @@ def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
             if stuck:
                 progress.update(f"job(s) {' '.join(stuck)} still listed after scancel")
             raise
+        ended = slurm.job_state(server_id)  # it stops by itself once the record exists
         stuck = cancel_and_wait([server_id])
-        progress.update(f"server job {server_id}: cancelled"
-                        + (" (still listed)" if stuck else ""))
+        progress.update(f"server job {server_id}: "
+                        + (f"stopped after the load ({ended})" if slurm.has_ended(ended)
+                           else "cancelled") + (" (still listed)" if stuck else ""))
     done = ServeRun(job, load_id, server_id, state)
     if not job.record_path.exists():
         raise PctkError(f"load job {load_id} ended {state} without a result record",
