@@ -100,7 +100,12 @@ def test_sweep_names_and_drains_exactly_the_slowed_node(slow_twin, kind, node, a
     # 8 nodes: all 4 pairs at once, then the slow pair's two nodes with a good partner (and
     # control pairs), then the one still slow with a second good partner: 3 <= 1 + log2(8)
     assert res["rounds"] == 3 <= res["max_rounds"] == 4
-    assert len(res["pairs"]) <= 4 + 4 + 2
+    # a retest round runs its suspects beside at most as many control pairs of good nodes.
+    # The slowed node's round-1 partner is usually cleared in round 2, but on a busy host its
+    # retest can fall below the round's controls too and it is retested once more in round 3
+    # (CI saw 12 pairs so): at most 2 suspects + 2 controls a round after the first
+    later = [(p["round"], p["nodes"]) for p in res["pairs"] if p["round"] > 1]
+    assert len(res["pairs"]) <= 4 + 4 + 4, later
     assert res["drained"] == [node]
     reasons = _drain_reasons(env)
     assert list(reasons) == [node]
