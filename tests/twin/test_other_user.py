@@ -23,18 +23,65 @@ REPO = Path(__file__).resolve().parents[2]
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 
-def _nobody_python() -> tuple[str, str] | None:
+def _nobody_python(base: Path) -> tuple[str, str] | None:
     """(interpreter, PYTHONPATH) with which the nobody account runs this checkout's pctk:
-    this Python, else the system's of the same version (this one may sit in a 0700 home)."""
+    this Python, else the system's of the same version (this one may sit in a 0700 home);
+    and where the checkout or its packages are private (a clone in `mktemp -d`, under /root),
+    a world-readable copy of them in ``base``."""
     paths = sysconfig.get_paths()
-    pythonpath = os.pathsep.join(dict.fromkeys([str(REPO), paths["purelib"], paths["platlib"]]))
+    here = os.pathsep.join(dict.fromkeys([str(REPO), paths["purelib"], paths["platlib"]]))
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for exe in (sys.executable, f"/usr/bin/python{version}"):
-        r = subprocess.run([*AS_NOBODY, "env", f"PYTHONPATH={pythonpath}", exe, "-c",
-                            "import toolkit.cli"], capture_output=True, timeout=60, cwd="/")
-        if r.returncode == 0:
-            return exe, pythonpath
+    for pythonpath in (here, None):
+        if pythonpath is None:
+            pythonpath = str(_readable_copy(base / "site"))
+        for exe in (sys.executable, f"/usr/bin/python{version}"):
+            r = subprocess.run([*AS_NOBODY, "env", f"PYTHONPATH={pythonpath}", exe, "-c",
+                                "import toolkit.cli"], capture_output=True, timeout=60, cwd="/")
+            if r.returncode == 0:
+                return exe, pythonpath
     return None
+
+
+def _readable_copy(site: Path) -> Path:
+    """The checkout's toolkit/ and benchmarks/ and the distributions a head-node install of
+    pctk needs (its requirements without extras, followed through theirs), copied into
+    ``site`` with modes that let any user read them."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    for pkg in ("toolkit", "benchmarks"):
+        shutil.copytree(REPO / pkg, site / pkg,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    todo, seen = ["pctk"], set()
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # an optional dependency this environment lacks
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+        if name == "pctk":
+            continue  # installed editable: the checkout's own folders, copied above
+        for f in dist.files or []:
+            src = Path(str(dist.locate_file(f)))
+            if f.parts[0] == ".." or not src.is_file():  # scripts in bin/: not needed
+                continue
+            dst = site / f
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    for d, _, files in os.walk(site):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o644)
+    return site
 
 
 def _pctk(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -54,13 +101,12 @@ def _one_line_exit_2(r: subprocess.CompletedProcess[str], *words: str) -> str:
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="acting as another user needs root and setpriv")
 def test_another_user_is_told_whose_twin_runs_and_cannot_stop_it():
-    python = _nobody_python()
-    if python is None:
-        pytest.skip("the nobody account cannot run this checkout's Python with its packages "
-                    "(a folder on the way is private): the check needs them readable")
-    exe, pythonpath = python
     base = Path(tempfile.mkdtemp(prefix="pctk-ou-", dir="/tmp"))
     base.chmod(0o755)
+    python = _nobody_python(base)
+    # neither this Python nor the system's of its version runs for nobody
+    assert python is not None, "nobody cannot run a Python with a readable copy of pctk"
+    exe, pythonpath = python
     home = base / "state"
     me = pwd.getpwuid(os.geteuid()).pw_name
     env = {k: v for k, v in os.environ.items()
