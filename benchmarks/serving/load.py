@@ -70,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ttft-ms", type=float, default=1000.0)
     p.add_argument("--slo-tpot-ms", type=float, default=100.0)
     p.add_argument("--request-timeout", type=float, default=600.0)
+    p.add_argument("--price-usd-per-hour", type=float, default=None,
+                   help="on-demand price of the server's node: each level's cost per million "
+                        "output tokens")
     p.add_argument("--out", type=Path, default=None, help="record path (else JSON to stdout)")
     p.add_argument("--label", action="append", default=[],
                    help="KEY=VALUE copied into the record's params (the driver's settings)")
@@ -222,11 +225,20 @@ async def run_level(session: Any, url: str, model: str, args: argparse.Namespace
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.perf_counter() - t0
-    return summarize(rows, concurrency, wall, args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3)
+    return summarize(rows, concurrency, wall, args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3,
+                     args.price_usd_per_hour)
+
+
+def cost_per_million(price_usd_per_hour: float | None, tokens_per_s: float) -> float | None:
+    """What a million output tokens cost at this rate when the server's node is paid for by
+    the hour (the whole node serves: vLLM's tensor parallel takes all its GPUs)."""
+    if not price_usd_per_hour or tokens_per_s <= 0:
+        return None
+    return price_usd_per_hour / 3600 / tokens_per_s * 1e6
 
 
 def summarize(rows: list[dict[str, Any]], concurrency: int, wall: float, slo_ttft: float,
-              slo_tpot: float) -> dict[str, Any]:
+              slo_tpot: float, price_usd_per_hour: float | None = None) -> dict[str, Any]:
     ok = [r for r in rows if r["ok"]]
     good = [r for r in ok if r["ttft_s"] <= slo_ttft and (r["tpot_s"] is None
                                                           or r["tpot_s"] <= slo_tpot)]
@@ -246,6 +258,8 @@ def summarize(rows: list[dict[str, Any]], concurrency: int, wall: float, slo_ttf
         "e2e_s": spread([r["e2e_s"] for r in ok]),
         "slo_met": len(good), "goodput_requests_per_s": len(good) / wall,
         "slo_met_fraction": len(good) / len(rows) if rows else 0.0,
+        "usd_per_million_output_tokens": cost_per_million(price_usd_per_hour,
+                                                          out_tokens / wall),
     }
 
 
@@ -308,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.requests and args.requests < max(args.concurrencies):
         problem = (f"--requests {args.requests} is fewer than concurrency "
                    f"{max(args.concurrencies)}: that level would never have so many in flight")
+    elif args.price_usd_per_hour is not None and args.price_usd_per_hour <= 0:
+        problem = "--price-usd-per-hour must be above 0 (leave it out for no cost figure)"
     elif args.request_timeout <= 0 or args.wait <= 0:
         problem = "--request-timeout and --wait must be above 0 seconds (requests are bounded)"
     if problem:
@@ -337,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "slo_ttft_ms": args.slo_ttft_ms, "slo_tpot_ms": args.slo_tpot_ms,
               "load_generator": "pctk (benchmarks/serving/load.py, aiohttp)",
               "tensor_parallel": endpoint.get("tensor_parallel"),
-              "server_device": endpoint.get("device")}
+              "server_device": endpoint.get("device"),
+              "price_usd_per_hour": args.price_usd_per_hour}
     rec = new_record("serving", params=params,
                      metrics={"levels": result["levels"],
                               "slo": {"ttft_ms": args.slo_ttft_ms, "tpot_ms": args.slo_tpot_ms}},

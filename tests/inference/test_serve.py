@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from benchmarks.record import validate_record
 from benchmarks.serving import load
+from toolkit import catalog
 from toolkit.bench.inference.serve import summary_rows
 from toolkit.cli import app, main
 from toolkit.results import metrics as m
@@ -49,6 +50,9 @@ def test_gpu_instance_serves_with_vllm_tensor_parallel_over_its_gpus(tmp_path: P
     assert ("benchmarks.serving.load --endpoint-file /x/server.json --wait 900 "
             "--concurrencies 1,4,16,64 --requests 0 --prompt-tokens 512 --output-tokens 128 "
             "--slo-ttft-ms 500 --slo-tpot-ms 50 --out /x/record.json") in load_script
+    # the node's on-demand price from the catalog: each level's cost per million tokens
+    price = catalog.get("p5.48xlarge").price_usd_per_hour
+    assert price and f"--price-usd-per-hour {price:g}" in load_script
     if shutil.which("shellcheck"):
         for name, text in (("server.sbatch", server), ("load.sbatch", load_script)):
             (tmp_path / name).write_text(text)
@@ -110,8 +114,21 @@ def test_level_figures_percentiles_and_goodput() -> None:
     assert level["ttft_s"]["p90"] == pytest.approx(0.37)
     assert level["ttft_s"]["p99"] == pytest.approx(0.397)
     assert level["itl_s"]["p50"] == pytest.approx(0.01)
+    assert level["usd_per_million_output_tokens"] is None  # no price given
+    # $36/h is a cent a second; at 10 output tokens/s a token costs a tenth of a cent
+    priced = load.summarize(rows, concurrency=2, wall=2.0, slo_ttft=0.35, slo_tpot=0.02,
+                            price_usd_per_hour=36.0)
+    assert priced["usd_per_million_output_tokens"] == pytest.approx(1000.0)
+    assert load.cost_per_million(36.0, 0.0) is None  # nothing came out: no figure
     status, reasons = load.verdict([level])
     assert status == "WARN" and "1 of 5 requests failed (HTTP 503: busy)" in reasons[0]
+    rec = {"params": {"backend": "vllm", "server_host": "n1", "model_id": "m",
+                      "load_host": "n2", "prompt_tokens": 8, "output_tokens": 5,
+                      "slo_ttft_ms": 350.0, "slo_tpot_ms": 20.0, "price_usd_per_hour": 36.0},
+           "metrics": {"levels": [priced]}, "verdict": {"status": status, "reasons": reasons}}
+    rows_shown = dict(summary_rows(rec))
+    assert "$1,000.00 per million output tokens" in rows_shown["concurrency 2"]
+    assert rows_shown["cost"] == "server node at $36.00/h on demand"
     assert load.percentile([], 50) is None
     assert load.prompt_text(40, 3).count(" ") == 39
 

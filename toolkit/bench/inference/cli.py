@@ -109,7 +109,7 @@ def inference_command(
             if not wait_:
                 raise PctkError("--mode serve waits for the load and then stops the server",
                                 "drop --no-wait")
-            gpus = catalog.get(instance_type).gpus if instance_type else 0
+            inst = catalog.get(instance_type) if instance_type else None
             sjob = serve.plan(model=model, checkpoint=checkpoint, backend=backend,
                               partition=partition, load_partition=load_partition,
                               gpus_per_node=gpus_per_node, device=device,
@@ -117,7 +117,8 @@ def inference_command(
                               prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                               slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
                               server_timeout=server_timeout, time_limit=time_limit,
-                              run_dir=run_dir, instance_gpus=gpus)
+                              run_dir=run_dir, instance_gpus=inst.gpus if inst else 0,
+                              price_usd_per_hour=inst.price_usd_per_hour if inst else None)
             if dry_run:
                 typer.echo(serve.render_server(sjob), nl=False)
                 typer.echo(f"# ---- {sjob.run_dir / 'load.sbatch'} (submitted with "

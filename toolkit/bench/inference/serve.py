@@ -68,6 +68,7 @@ class ServeJob:
     slo_tpot_ms: float = 200.0
     server_timeout: float = 900.0
     time_limit: str | None = None
+    price_usd_per_hour: float | None = None  # the server node's, from the catalog
     python: str = sys.executable
     repo: Path = REPO
 
@@ -102,7 +103,9 @@ class ServeJob:
                 f"{self.slo_ttft_ms:g}", "--slo-tpot-ms", f"{self.slo_tpot_ms:g}",
                 "--out", str(self.record_path), "--label", f"model={self.model}",
                 "--label", f"gpus_per_node={self.gpus_per_node}",
-                *(["--label", f"checkpoint={self.checkpoint}"] if self.checkpoint else [])]
+                *(["--label", f"checkpoint={self.checkpoint}"] if self.checkpoint else []),
+                *(["--price-usd-per-hour", f"{self.price_usd_per_hour:g}"]
+                  if self.price_usd_per_hour else [])]
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | 
          concurrencies: str | None, requests: int | None, prompt_tokens: int | None,
          output_tokens: int | None, slo_ttft_ms: float | None, slo_tpot_ms: float | None,
          server_timeout: float, time_limit: str | None, run_dir: Path | None,
-         instance_gpus: int = 0) -> ServeJob:
+         instance_gpus: int = 0, price_usd_per_hour: float | None = None) -> ServeJob:
     """The job, validated: vLLM on GPU nodes, transformers' server on CPU nodes."""
     model = model.lower()
     if model not in PRESETS:
@@ -157,7 +160,8 @@ def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | 
         prompt_tokens=prompt_tokens or d[2], output_tokens=output_tokens or d[3],
         slo_ttft_ms=d[4] if slo_ttft_ms is None else slo_ttft_ms,
         slo_tpot_ms=d[5] if slo_tpot_ms is None else slo_tpot_ms,
-        server_timeout=server_timeout, time_limit=time_limit)
+        server_timeout=server_timeout, time_limit=time_limit,
+        price_usd_per_hour=price_usd_per_hour)
     validate(job)
     return job
 
@@ -402,7 +406,13 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
             f"{lv['completed']}/{lv['requests']} ok, {lv['requests_per_s']:.2f} req/s, "
             f"{lv['output_tokens_per_s']:,.1f} output tokens/s; TTFT p50/p90/p99 "
             f"{_ms3(lv['ttft_s'])}; TPOT {_ms3(lv['tpot_s'])}; ITL {_ms3(lv['itl_s'])}; "
-            f"goodput {lv['goodput_requests_per_s']:.2f} req/s")))
+            f"goodput {lv['goodput_requests_per_s']:.2f} req/s"
+            + (f"; ${cost:,.2f} per million output tokens"
+               if (cost := lv.get("usd_per_million_output_tokens")) is not None else ""))))
+    if not p.get("price_usd_per_hour"):
+        rows.append(("cost", "no price (pass --instance-type)"))
+    else:
+        rows.append(("cost", f"server node at ${p['price_usd_per_hour']:,.2f}/h on demand"))
     rows.append(("verdict", " ".join([rec["verdict"]["status"], "; ".join(
         rec["verdict"]["reasons"])])))
     return rows
