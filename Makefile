@@ -28,7 +28,7 @@ PYTEST_WORKERS ?= 2
 # `pctk local image list`); empty: as `pctk local up` chooses
 SLURM ?=
 # make test runs the Slurm-facing tests (marker slurm_matrix) a second time on a twin of this
-# newer release, after the whole suite on the system's Slurm; TEST_SLURM= skips that leg
+# newer release, beside the whole suite on the system's Slurm; TEST_SLURM= skips that leg
 TEST_SLURM ?= 24.11
 
 .PHONY: help deps venv test lint demo twin-up twin-down clean

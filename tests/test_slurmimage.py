@@ -1,7 +1,8 @@
 """Slurm releases built for the twin: what a build refuses, what a stopped build leaves, PATH.
 
 The build itself (5 minutes) runs once per machine through `pctk local image build` (make test
-does it first); tests/twin/test_slurm_release.py runs a twin on it.
+starts it beside the suite); tests/twin/test_slurm_release.py runs a twin on it, building it
+first if it is missing.
 """
 
 from __future__ import annotations
