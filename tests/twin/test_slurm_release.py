@@ -1,7 +1,7 @@
 """A twin on a built Slurm release (24.11): its daemons, its commands, its jobs, its history.
 
-The release is built once per machine (`pctk local image build 24.11`, which make test runs
-first); here it is built if it is missing. The Slurm-facing tests run on it again through
+The release is built once per machine (`pctk local image build 24.11`, which make test starts
+beside the suite); here it is built if it is missing. The Slurm-facing tests run on it again through
 `make test`'s second leg (tests/conftest.py SLURM_MATRIX).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -124,6 +125,19 @@ def test_a_twin_on_a_built_release_runs_its_daemons_commands_and_jobs_and_keeps_
         view = _layer_view(twin, work, monkeypatch)
         assert view["states"] == ["COMPLETED", "COMPLETED", "FAILED"], view
         assert view["sacct"] == "FAILED" and view["reason"] == ("FAILED", "NonZeroExitCode")
+
+        # a shell that exported the twin's SLURM_CONF alone (not `pctk local env`): pctk
+        # still runs the release's clients (this machine's 22.05 sbatch cannot talk to a 24.11
+        # controller), and so does the job it submits
+        bare = {k: v for k, v in os.environ.items() if k not in ("PCTK_TWIN_DIR",)}
+        bare["PATH"] = slurmimage.path_with(None, os.environ["PATH"])
+        bare["SLURM_CONF"] = twin.env()["SLURM_CONF"]
+        seen = work / "client.txt"
+        r = subprocess.run([str(Path(sys.executable).parent / "pctk"), "submit", "--wait",
+                            "-q", "cpu", "--", "bash", "-c", f"scontrol version > {seen}"],
+                           capture_output=True, text=True, timeout=300, env=bare)
+        assert r.returncode == 0, r.stderr
+        assert seen.read_text().split() == ["slurm", image.version]
 
         # the image cannot be deleted under the running twin
         code = main(["local", "image", "rm", image.series])

@@ -53,10 +53,29 @@ SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 
 
 def twin_env_if_needed() -> dict[str, str]:
-    """SLURM_CONF of the running twin when nothing else points Slurm's commands anywhere."""
-    if os.environ.get("SLURM_CONF") or SYSTEM_SLURM_CONF.exists():
+    """SLURM_CONF of the running twin when nothing else points Slurm's commands anywhere;
+    and when SLURM_CONF already names a twin's slurm.conf, that twin's Slurm release on PATH
+    (as `pctk local env` exports it): a shell that exported SLURM_CONF alone would otherwise
+    run this machine's 22.05 clients (and submitit's sbatch and scancel) against a 24.11
+    controller, which refuses clients more than two releases older."""
+    if conf := os.environ.get("SLURM_CONF"):
+        return _release_path(Path(conf).parent.parent)  # <twin>/etc/slurm.conf
+    if SYSTEM_SLURM_CONF.exists():
         return {}
     return state.running_env(twin_dir().absolute())
+
+
+def _release_path(twin: Path) -> dict[str, str]:
+    """PATH with the Slurm release of the twin in ``twin`` first (and no other built one);
+    nothing when the folder holds no twin or PATH is already right."""
+    try:
+        st = state.load(twin)
+    except PctkError:
+        return {}  # another user's twin: its own commands will say so
+    if st is None:
+        return {}
+    path = state.env(twin, twin.parent, prefix=st.slurm_prefix or None).get("PATH")
+    return {"PATH": path} if path and path != os.environ.get("PATH") else {}
 
 
 def use_running_twin() -> None:
