@@ -98,14 +98,14 @@ def test_sweep_names_and_drains_exactly_the_slowed_node(slow_twin, kind, node, a
     assert res["blamed"] == [node], [(p["round"], p["nodes"], p["gbps"]) for p in res["pairs"]]
     assert rc == 1
     # 8 nodes: all 4 pairs at once, then the slow pair's two nodes with a good partner (and
-    # control pairs), then the one still slow with a second good partner: 3 <= 1 + log2(8)
-    assert res["rounds"] == 3 <= res["max_rounds"] == 4
-    # a retest round runs its suspects beside at most as many control pairs of good nodes.
-    # The slowed node's round-1 partner is usually cleared in round 2, but on a busy host its
-    # retest can fall below the round's controls too and it is retested once more in round 3
-    # (CI saw 12 pairs so): at most 2 suspects + 2 controls a round after the first
+    # control pairs), then the one still slow with a second good partner: 3 rounds on a quiet
+    # host (held exactly by test_slownodes_logic with measured figures given). On a busy one a
+    # retest can also fall below its round's controls, costing a round more within the limit
+    # (CI saw 4 rounds, and 12 pairs in 3), the right node still the only one blamed. A retest
+    # round runs its suspects beside at most as many control pairs: at most 2 + 2 pairs
+    assert 3 <= res["rounds"] <= res["max_rounds"] == 4
     later = [(p["round"], p["nodes"]) for p in res["pairs"] if p["round"] > 1]
-    assert len(res["pairs"]) <= 4 + 4 + 4, later
+    assert len(later) <= 4 * (res["rounds"] - 1), later
     assert res["drained"] == [node]
     reasons = _drain_reasons(env)
     assert list(reasons) == [node]
