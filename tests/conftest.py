@@ -31,6 +31,12 @@ OWN_TWIN_WAITERS = frozenset({
     "tests/submit/test_max_array.py",
     "tests/health/test_slurmd_down.py",
     "tests/test_first_hour.py",
+    # twins of their own (or none) and no CPU measurement either: off the busier worker
+    "tests/submit/test_no_accounting.py",
+    "tests/twin/test_slurm_release.py",
+    "tests/twin/test_hostile_input.py",
+    "tests/twin/test_gc.py",
+    "tests/test_slurmimage.py",
 })
 
 
