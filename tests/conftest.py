@@ -62,13 +62,6 @@ SLURM_MATRIX = frozenset({
     "tests/submit/test_max_array.py",
     "tests/health/test_twin_sweep.py",
 })
-# Left out of that leg, with why. On 24.11 a slurmd stopped under a running job once ended the
-# job FAILED instead of NODE_FAIL (so no requeue) and passed in another run: not understood yet,
-# so not claimed; the requeue tests by scontrol and by preemption do run on 24.11.
-NOT_IN_SLURM_MATRIX = frozenset({
-    "tests/submit/test_accounting_faults.py::"
-    "test_node_failure_requeue_is_followed_and_the_new_run_returns",
-})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -78,7 +71,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = item.nodeid.split("::", 1)[0]
         group = "own-twin-waiters" if path in OWN_TWIN_WAITERS else "main"
         item.add_marker(pytest.mark.xdist_group(group))
-        if path in SLURM_MATRIX and item.nodeid.split("@")[0] not in NOT_IN_SLURM_MATRIX:
+        if path in SLURM_MATRIX:
             item.add_marker(pytest.mark.slurm_matrix)
 
 

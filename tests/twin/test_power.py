@@ -182,7 +182,7 @@ def test_an_unknown_compute_resource_is_one_line(ptwin):
 
 def test_a_replaced_static_nodes_job_is_requeued_and_completes(ptwin):
     marker = ptwin.workdir / "runs.txt"
-    job, out = ptwin.sbatch(f"echo run >> {marker}; sleep 6; echo done",
+    job, out = ptwin.sbatch(f"echo run >> {marker}; sleep 6; echo end >> {marker}; echo done",
                             "--partition=cpu", f"--nodelist={STATIC}", "--requeue")
     _until("running", lambda: ptwin.state(job) == "RUNNING", timeout=60)
     _until("started", lambda: marker.exists(), timeout=30)
@@ -200,7 +200,8 @@ def test_a_replaced_static_nodes_job_is_requeued_and_completes(ptwin):
     _until("finished", lambda: not _squeue(ptwin, job)[0], timeout=120, every=1,
            explain=_job_and_nodes(ptwin, job))
     _until("completed", lambda: ptwin.state(job) == "COMPLETED", timeout=30)
-    assert marker.read_text().split() == ["run", "run"]
+    # the terminated instance took the first run with it: only the second one ended
+    assert marker.read_text().split() == ["run", "run", "end"]
     assert "done" in out.read_text()
     st = ptwin.twin.status()
     new = next(d for d in st.daemons if d["name"] == f"slurmd:{STATIC}")

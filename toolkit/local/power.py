@@ -178,6 +178,24 @@ def stop_slurmd(state_dir: Path, node: str) -> bool:
     return was
 
 
+def crash_node(state_dir: Path, node: str, slurmd: procs.Proc | None = None) -> int:
+    """The node fails as a machine does: its slurmd, job steps and tasks (every process in
+    the slurmd's UTS namespace) are killed at once, so no step reports its job's end to
+    slurmctld, which hears of the node from no one until SlurmdTimeout marks it down and its
+    jobs NODE_FAIL. Stopping slurmd alone leaves the steps running, and the first step to end
+    reports to slurmctld itself: Slurm 24.11 then applies that end to the job it has just
+    requeued. Returns how many processes were killed (0: no slurmd ran; where every slurmd
+    shares this host's name, slurmd alone). ``slurmd``: the node's, when this module did not
+    start it."""
+    p = slurmd or recorded_slurmd(state_dir, node)
+    if p is None or not procs.is_running(p):
+        return 0
+    victims = procs.sharing_uts_namespace(p.pid) or [p]
+    procs.kill(victims)
+    _slurmd_record(state_dir, node).unlink(missing_ok=True)
+    return len(victims)
+
+
 def recorded(state_dir: Path) -> list[procs.Proc]:
     """Every process the power programs started that may still run (boot processes first)."""
     out: list[procs.Proc] = []

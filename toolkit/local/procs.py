@@ -101,6 +101,43 @@ def stop(procs: list[Proc], timeout: float = 15.0) -> list[Proc]:
     return alive
 
 
+def kill(procs: list[Proc]) -> list[Proc]:
+    """SIGKILL every running proc at once (no handler runs: a machine that fails says nothing
+    to anyone); returns those still alive after a few seconds."""
+    alive = [p for p in procs if is_running(p)]
+    for p in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if is_running(p)]
+    return alive
+
+
+def sharing_uts_namespace(pid: int) -> list[Proc]:
+    """Every process in the UTS namespace of ``pid``, ``pid`` first, when that namespace is
+    not this process's own; else none (the processes of one host name cannot be told apart).
+
+    A twin node's slurmd runs in a UTS namespace of its own (its host name, see
+    ``power.start_slurmd``), and the job steps and tasks it starts inherit it: these are the
+    node's processes, as a machine's would be."""
+    try:
+        mine = os.readlink("/proc/self/ns/uts")
+        theirs = os.readlink(f"/proc/{pid}/ns/uts")
+    except OSError:
+        return []
+    if theirs == mine:
+        return []
+    found = [Proc("node", pid, start_ticks(pid), "")]
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != pid:
+            with contextlib.suppress(OSError):
+                if os.readlink(d / "ns" / "uts") == theirs:
+                    found.append(Proc("node", int(d.name), start_ticks(int(d.name)), ""))
+    return found
+
+
 def left_in(folder: Path, program: str) -> list[Proc]:
     """Every running ``program`` (its process name: Debian's slurmstepd runs as
     slurmstepd-wlm) whose working folder is ``folder``, each followed by its descendants: what

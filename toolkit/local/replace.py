@@ -2,8 +2,10 @@
 
 clustermgtd sets the node DOWN with ``Static node maintenance: unhealthy node is being
 replaced`` (Slurm requeues its jobs at once), terminates the instance and launches another
-that takes the node's name. On the twin: the node goes DOWN with that reason, its slurmd is
-stopped by pid, a new slurmd starts after the boot delay and the node returns to service.
+that takes the node's name. On the twin: the node goes DOWN with that reason, its slurmd and
+the processes of its jobs are killed by pid (the instance is terminated: a requeued job's first
+run does not go on beside its second), a new slurmd starts after the boot delay and the node
+returns to service.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def replace(state_dir: Path, node: str) -> None:
         raise PctkError(f"scontrol could not set {node} down: {error_line(r)}",
                         "is the twin running? (`pctk local status`)")
     power.event(state_dir, node, "replacing", REASON)
-    power.stop_slurmd(state_dir, node)
+    power.crash_node(state_dir, node)
     power.spawn_detached(state_dir, "relaunch", [node], env)
 
 
