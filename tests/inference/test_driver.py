@@ -4,6 +4,7 @@ twin (two nodes measured, the record merged and stored, Ctrl-C naming the job)."
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from typer.testing import CliRunner
 from benchmarks.inference.bench import STOP_AFTER_ENV
 from toolkit.bench.inference.driver import summary_rows
 from toolkit.cli import app, main
+from toolkit.results.report import render_report
+from toolkit.results.store import ResultStore
 
 PCTK = str(Path(sys.executable).parent / "pctk")
 TWIN_ARGS = ["--model", "tiny", "--partition", "cpu", "--gpus-per-node", "0",
@@ -96,6 +99,12 @@ def test_two_nodes_measured_merged_and_stored(twin, tmp_path: Path,
     shown = CliRunner().invoke(app, ["results", "list", "--kind", "inference", "--db",
                                      str(db)])
     assert "decode b4" in shown.stdout, shown.stdout
+    # the report plots the twin run's decode curve (2 batch sizes), without a roofline on CPU
+    html = render_report(ResultStore(db)).html
+    plot = re.search(r'alt="decode tokens per second against batch size" data-points="(\d+)"',
+                     html)
+    assert plot and int(plot.group(1)) == 2, "no decode plot for the twin run in the report"
+    assert "no roofline for" in html
 
 
 @pytest.mark.twin
