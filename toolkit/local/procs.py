@@ -91,14 +91,7 @@ def stop(procs: list[Proc], timeout: float = 15.0) -> list[Proc]:
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)
         alive = [p for p in alive if is_running(p)]
-    for p in alive:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [p for p in alive if is_running(p)]
-    return alive
+    return kill(alive)
 
 
 def kill(procs: list[Proc]) -> list[Proc]:
