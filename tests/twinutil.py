@@ -59,6 +59,18 @@ class TwinHandle:
         self.cmd("scancel", job_id, check=False)
         raise AssertionError(f"job {job_id} not finished after {timeout}s (state {st})")
 
+    def wait_gone(self, job_id: str, timeout: float = 90) -> None:
+        """Until the job's processes have all ended: sacct says CANCELLED as soon as
+        scancel is taken, while the steps may still be COMPLETING (cleaning up)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self.cmd("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T", check=False)
+            known = r.returncode == 0 or "Invalid job id" in r.stderr
+            if known and "COMPLETING" not in r.stdout:
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} still completing after {timeout}s")
+
     def run(self, script: str, *sbatch_args: str, timeout: float = 120) -> tuple[str, str]:
         """Submit, wait for the end; returns (final sacct state, the job's stdout)."""
         job_id, out = self.sbatch(script, *sbatch_args)

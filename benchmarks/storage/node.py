@@ -40,6 +40,7 @@ PHASES = ("seq", "rand", "shared", "ckpt", "meta")
 REFUSED = 3  # exit status of a refused target
 SHARED_FILE = "shared.dat"
 MARGIN_BYTES = 64 * MiB  # beyond the data itself: fio's and the metadata phase's small files
+STOP_GRACE_S = 2.0  # how long a stopped fio gets to exit before SIGKILL
 
 
 class Refused(Exception):
@@ -267,10 +268,16 @@ class NodeRun:
             self.meta_phase()
 
     def stop_fio(self) -> None:
-        for proc in list(self.procs):
+        """Stop the running fio by pid within STOP_GRACE_S in all: the whole clean-up must
+        end well inside Slurm's KillWait (30 s on ParallelCluster, a few seconds on the
+        twin), or the step's SIGKILL cuts it short and the files stay."""
+        procs = list(self.procs)
+        for proc in procs:
             proc.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in procs:
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

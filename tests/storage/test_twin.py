@@ -144,7 +144,7 @@ def test_scancel_mid_run_leaves_no_files(twin, tmp_path: Path) -> None:
     assert files_under(target), "expected benchmark files while it runs"
     twin.cmd("scancel", job_id)
     assert twin.wait(job_id, timeout=90) == "CANCELLED"
-    time.sleep(1.0)
+    twin.wait_gone(job_id)  # each node's clean-up runs while the job is COMPLETING
     assert files_under(target) == [] and list(target.iterdir()) == []
 
 
