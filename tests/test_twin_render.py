@@ -412,3 +412,23 @@ def test_min_count_above_max_count_is_said_when_forced(tmp_path):
     assert [n.name for n in plan.nodes] == ["q-st-c5-1", "q-st-c5-2"]
     assert "q/c5: MinCount 4 is above MaxCount 2 (ParallelCluster refuses it): 2 static nodes" \
         in plan.notes
+
+
+def test_first_job_id_follows_the_release_and_pctk_twin_first_job_id(monkeypatch):
+    from toolkit.errors import PctkError
+    from toolkit.local.plan import RELEASE_FIRST_JOB_ID, first_job_id
+
+    def first(plan) -> list[str]:
+        return [ln for ln in render_slurm_conf(plan).splitlines() if ln.startswith("FirstJobId")]
+
+    monkeypatch.delenv("PCTK_TWIN_FIRST_JOB_ID", raising=False)
+    assert first_job_id("") == 0 and first(_plan("p5-training")) == []
+    assert first_job_id("24.11") == RELEASE_FIRST_JOB_ID
+    monkeypatch.setenv("PCTK_TWIN_FIRST_JOB_ID", "501")
+    assert first_job_id("") == first_job_id("24.11") == 501
+    plan = dataclasses.replace(_plan("p5-training"), first_job_id=first_job_id(""))
+    assert first(plan) == ["FirstJobId=501"]
+    for bad in ("0", "-3", "1e3", "12 ", "٣", "", str(0x3FFFFFF + 1)):
+        monkeypatch.setenv("PCTK_TWIN_FIRST_JOB_ID", bad)
+        with pytest.raises(PctkError, match="PCTK_TWIN_FIRST_JOB_ID"):
+            first_job_id("")

@@ -122,6 +122,8 @@ class TwinPlan:
     # its own controller state and accounting database (Slurm reads state of at most two
     # releases back and never of a newer one), so switching releases loses neither
     slurm_release: str = ""
+    # slurm.conf FirstJobId (0: Slurm's own, 1); read only when the controller has no state
+    first_job_id: int = 0
 
     @property
     def ctld_state(self) -> Path:
@@ -214,6 +216,7 @@ def build_plan(
     host_address: str | None = None,
     node_addresses: bool | None = None,
     slurm_release: str = "",
+    first_job_id: int = 0,
 ) -> TwinPlan:
     if nodes_per_resource is not None and nodes_per_resource < 1:
         raise PctkError(f"--nodes must be at least 1 (got {nodes_per_resource})")
@@ -324,6 +327,7 @@ def build_plan(
         slurm=slurm_settings(topo),
         partition_settings=tuple(part_settings),
         slurm_release=slurm_release,
+        first_job_id=first_job_id,
     ))
 
 
@@ -429,6 +433,29 @@ def port_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# A twin on a built Slurm release numbers its jobs from here, the system Slurm's from 1: a job
+# id names one job across both (pctk logs' index of job folders), and two twins of different
+# releases running at once (make test's two legs) give their jobs different rendezvous ports
+# (20000 + job id mod 20000 in batch scripts, 20000 + (7 x job id + step) mod 20000 in
+# benchmarks/distenv.py: an offset of 10001 moves them by 10001 and 10007, so two jobs meet
+# only some 10,000 jobs apart).
+RELEASE_FIRST_JOB_ID = 10001
+MAX_FIRST_JOB_ID = 0x3FFFFFF  # Slurm's largest job id (MAX_JOB_ID 0x03FFFFFF)
+
+
+def first_job_id(slurm_release: str) -> int:
+    """FirstJobId for a new twin: ``PCTK_TWIN_FIRST_JOB_ID`` when set (several twins of one
+    release that run torch jobs at once: their jobs' rendezvous ports follow the job id),
+    else RELEASE_FIRST_JOB_ID for a built release and 0 (Slurm's 1) for the system's."""
+    env = os.environ.get("PCTK_TWIN_FIRST_JOB_ID")
+    if env is None:
+        return RELEASE_FIRST_JOB_ID if slurm_release else 0
+    if not env.isascii() or not env.isdigit() or not 1 <= int(env) <= MAX_FIRST_JOB_ID:
+        raise PctkError(f"PCTK_TWIN_FIRST_JOB_ID={env!r} is not a job id",
+                        f"give a whole number from 1 to {MAX_FIRST_JOB_ID}, or unset it")
+    return int(env)
 
 
 def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:

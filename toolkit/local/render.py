@@ -14,14 +14,6 @@ from toolkit.local import pcslurm
 from toolkit.local.confsyntax import comment
 from toolkit.local.plan import TwinNode, TwinPlan
 
-# A twin on a built Slurm release numbers its jobs from here, the system Slurm's from 1: a job
-# id names one job across both (pctk logs' index of job folders), and two twins of different
-# releases running at once (make test's two legs) give their jobs different rendezvous ports
-# (20000 + job id mod 20000 in batch scripts, 20000 + (7 x job id + step) mod 20000 in
-# benchmarks/distenv.py: an offset of 10001 moves them by 10001 and 10007, so two jobs meet
-# only some 10,000 jobs apart).
-RELEASE_FIRST_JOB_ID = 10001
-
 
 def render_slurm_conf(plan: TwinPlan) -> str:
     s = plan.state_dir
@@ -38,7 +30,7 @@ def render_slurm_conf(plan: TwinPlan) -> str:
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"StateSaveLocation={plan.ctld_state}",
-        *([f"FirstJobId={RELEASE_FIRST_JOB_ID}"] if plan.slurm_release else []),
+        *([f"FirstJobId={plan.first_job_id}"] if plan.first_job_id else []),
         f"SlurmctldPidFile={s}/ctld/slurmctld.pid",
         f"SlurmctldLogFile={s}/ctld/slurmctld.log",
         # %n: every slurmd on this host gets its own spool, pid file and log

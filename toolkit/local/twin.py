@@ -47,6 +47,7 @@ from toolkit.local.plan import (
     TwinPlan,
     build_plan,
     choose_ports,
+    first_job_id,
     mount_dirs,
     port_free,
     port_lock,
@@ -242,6 +243,7 @@ class Twin:
         """
         if boot_delay < 0:
             raise PctkError(f"--boot-delay must be 0 or more seconds (got {boot_delay:g})")
+        first_job_id(slurm_release or "")  # a bad PCTK_TWIN_FIRST_JOB_ID: before any change
         cfg = resolve_config(config)
         # before anything is stopped: a config ParallelCluster would refuse is refused here
         notes = precheck.check_before_start(cfg, force=force, progress=progress) if check else []
@@ -412,7 +414,8 @@ class Twin:
                                  nodes_per_resource=nodes, accounting=accounting).nodes)
         ports = choose_ports(n_nodes, prefer=prev_ports.slurmctld if prev_ports else None)
         plan = build_plan(topo, self.state_dir, ports, nodes_per_resource=nodes,
-                          accounting=accounting, slurm_release=release)
+                          accounting=accounting, slurm_release=release,
+                          first_job_id=first_job_id(release))
         record = TwinState(
             config=str(cfg),
             config_sha256=cfg_hash,
