@@ -432,3 +432,34 @@ def test_first_job_id_follows_the_release_and_pctk_twin_first_job_id(monkeypatch
         monkeypatch.setenv("PCTK_TWIN_FIRST_JOB_ID", bad)
         with pytest.raises(PctkError, match="PCTK_TWIN_FIRST_JOB_ID"):
             first_job_id("")
+
+
+def test_daemon_ports_stay_out_of_the_jobs_rendezvous_ports(monkeypatch):
+    """Jobs listen on 20000 + id mod 20000 (batch scripts) and 20000 + (7 id + step) mod 20000
+    (benchmarks/distenv.py) on every address: no twin daemon may sit in that range."""
+    import socket
+
+    from benchmarks.distenv import default_master_port
+    from toolkit.local.plan import PORT_BLOCKS, choose_ports
+
+    job_ports = set()
+    for job in (1, 972, 2857, 10001, 19999, 67108863):
+        job_ports.add(20000 + job % 20000)
+        for step in (0, 1, 7):
+            monkeypatch.setenv("SLURM_JOB_ID", str(job))
+            monkeypatch.setenv("SLURM_STEP_ID", str(step))
+            job_ports.add(default_master_port())
+    assert min(job_ports) >= 20000 and max(job_ports) <= 39999
+    for block in PORT_BLOCKS:
+        for base in block:
+            assert not set(range(base, base + 200)) & set(range(20000, 40000)), base
+    monkeypatch.delenv("PCTK_TWIN_PORT_BASE", raising=False)
+    first = choose_ports(8)
+    assert 10000 <= first.slurmctld < 20000
+    # a taken port pushes the twin to the next free block, still outside the jobs' range
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", first.slurmctld))
+        s.listen()
+        other = choose_ports(8)
+    assert other.slurmctld != first.slurmctld
+    assert not 20000 <= other.slurmctld < 40000

@@ -365,7 +365,7 @@ def node_address(port: int) -> str:
 
     Derived from the node's slurmd port, which is unique among the twins running on this
     machine, so two twins never share an address (and shaping one twin's node never touches
-    another's). Ports start at 26800, so it is never 127.0.0.1; every 127.0.0.0/8 address is
+    another's). Ports start at 10000, so it is never 127.0.0.1; every 127.0.0.0/8 address is
     local on Linux without configuring anything.
     """
     if not 256 <= port <= 65535:
@@ -458,6 +458,15 @@ def first_job_id(slurm_release: str) -> int:
     return int(env)
 
 
+# Where a twin's daemons listen, in blocks of 200 (ctld, dbd, mysql, one per slurmd): around the
+# ports that jobs take for their rendezvous, 20000-39999 (20000 + job id mod 20000 in batch
+# scripts, toolkit/submit/jobspec.py; 20000 + (7 x job id + step) mod 20000 in
+# benchmarks/distenv.py). A torch store listens on every address of its port, so a daemon on one
+# of those would fail the job whose id lands on it. Below 20000 first: that is also below the
+# kernel's ephemeral ports (32768 up), which any outgoing connection may hold for a while.
+PORT_BLOCKS = (range(10000, 20000, 200), range(40000, 60000, 200))
+
+
 def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:
     """A contiguous block of free ports: ctld, dbd, mysql, then one per slurmd."""
     want = 3 + n_nodes
@@ -465,7 +474,7 @@ def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:
     env = os.environ.get("PCTK_TWIN_PORT_BASE")
     if env and env.isdigit():
         candidates.insert(0, int(env))
-    candidates += list(range(26800, 60000, 200))
+    candidates += [base for block in PORT_BLOCKS for base in block]
     for base in candidates:
         if base is None or base + want >= 65535:
             continue
@@ -476,4 +485,5 @@ def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:
                 f"ports {base}-{base + want - 1} (PCTK_TWIN_PORT_BASE) are not all free",
                 "choose another PCTK_TWIN_PORT_BASE or unset it",
             )
-    raise PctkError(f"no block of {want} free TCP ports found between 26800 and 60000")
+    raise PctkError(f"no block of {want} free TCP ports found in 10000-19999 or 40000-59999",
+                    "stop twins you no longer use (pctk local down, or pctk local gc)")
