@@ -225,10 +225,11 @@ def gc(
         "every twin on this machine that you may see)."),
     json_out: bool = JsonOption,
 ) -> None:
-    """Stop the daemons of twins whose state folder was deleted (by pid) and remove the
-    MariaDB data of twins that are gone (root twins keep it in /var/lib/pctk/twin-mariadb).
+    """Clean up after twins whose state folder was deleted: stop daemons, remove MariaDB data.
 
-    Exit 0 when everything found was removed, 1 when a process would not stop.
+    Daemons are stopped by pid; root twins keep their MariaDB data in
+    /var/lib/pctk/twin-mariadb. Exit 0 when everything found was removed, 1 when a process
+    would not stop.
     """
     found, stubborn = _sweep(Console(stderr=True), under)
     if json_out:
