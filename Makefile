@@ -21,9 +21,13 @@ APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-v
 CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo
 PYTEST_ARGS ?=
-# two workers: the twins that wait on Slurm's clocks run beside the rest (tests/conftest.py);
+# three workers: the session twin's modules on one, the twins that wait on Slurm's clocks on two
+# others, the modules without a twin wherever a worker is free (tests/conftest.py);
 # PYTEST_WORKERS=0 runs everything in one process
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
+# the Slurm-facing tests on TEST_SLURM (below) run beside the suite on this many workers
+LEG_WORKERS ?= 2
+XDIST = --dist loadgroup --no-loadscope-reorder
 # make demo SLURM=24.11: the twin runs that Slurm release (built once, about 3-5 minutes, and kept:
 # `pctk local image list`); empty: as `pctk local up` chooses
 SLURM ?=
@@ -79,11 +83,11 @@ ifneq ($(TEST_SLURM),)
 	setsid bash -c 'nice -n 19 "$$1" local image build "$$2" > out/slurm-build.log 2>&1 || \
 	  { echo "pctk: building Slurm $$2 failed:"; tail -3 out/slurm-build.log; exit 3; }; \
 	  PCTK_SLURM="$$2" exec env --default-signal=INT "$$3" -m pytest -q -n "$$4" \
-	  --dist loadgroup -m slurm_matrix --durations=10 $$5' leg \
-	  $(PCTK) $(TEST_SLURM) $(PY) $(PYTEST_WORKERS) "$(PYTEST_ARGS)" > out/slurm-matrix.log 2>&1 & \
+	  $(XDIST) -m slurm_matrix --durations=10 $$5' leg \
+	  $(PCTK) $(TEST_SLURM) $(PY) $(LEG_WORKERS) "$(PYTEST_ARGS)" > out/slurm-matrix.log 2>&1 & \
 	leg=$$!; \
 	trap 'kill -INT -- -$$leg 2>/dev/null; wait $$leg; exit 130' INT TERM HUP; \
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(XDIST) --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	wait $$leg; leg_rc=$$?; \
 	echo "== the Slurm-facing tests again, on Slurm $(TEST_SLURM) (beside the suite)"; \
 	cat out/slurm-matrix.log; \
@@ -92,7 +96,7 @@ ifneq ($(TEST_SLURM),)
 	[ $$rc = 0 ] || exit $$rc; \
 	exit $$leg_rc
 else
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(XDIST) --durations=25 $(PYTEST_ARGS)
 endif
 
 lint: venv

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,29 +15,68 @@ from toolkit.paths import slurm_images_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
-# `make test` runs two pytest workers (pytest-xdist, --dist loadgroup). Most of these modules'
-# time is spent waiting on Slurm's own clocks (SlurmdTimeout, SuspendTime, boots, requeues) on
-# a twin of their own, with little CPU in use: they run on one worker while the other runs
-# everything else, including the session twin and the benchmarks that measure the CPU (the
-# slow-node sweeps, the FSDP straggler run), so those are never split across two workers.
-# None of these runs a torch.distributed job: two twins' jobs with the same job id would ask
-# for the same rendezvous port (20000 + job id) on this one host.
-OWN_TWIN_WAITERS = frozenset({
-    "tests/twin/test_power.py",
-    "tests/twin/test_lifecycle.py",
-    "tests/twin/test_crash.py",
-    "tests/twin/test_two_twins.py",
+# `make test` runs three pytest workers (pytest-xdist, --dist loadgroup --no-loadscope-reorder)
+# over these groups, in this order:
+# - "main": every module that asks for the session twin or starts a twin that runs torch jobs,
+#   never split across two workers; the benchmarks that measure the CPU (MEASURE: the slow-node
+#   sweeps, the FSDP straggler run, the scaling ladder) first, while the other two workers run
+#   the waiters, which use little CPU;
+# - "waiters-a", "waiters-b": the modules that start a twin of their own and mostly wait on
+#   Slurm's clocks (SlurmdTimeout, SuspendTime, boots, requeues), in two halves of about the
+#   same length. None of them runs a torch.distributed job: two twins' jobs with the same job id
+#   would ask for the same rendezvous port (20000 + job id) on this one host;
+# - then every module that needs no twin as a group of its own, on whichever worker is free.
+WAITERS_A = frozenset({
     "tests/submit/test_accounting_faults.py",
-    "tests/submit/test_max_array.py",
-    "tests/health/test_slurmd_down.py",
     "tests/test_first_hour.py",
-    # twins of their own (or none) and no CPU measurement either: off the busier worker
     "tests/submit/test_no_accounting.py",
+    "tests/health/test_slurmd_down.py",
+    "tests/twin/test_lifecycle.py",
+    "tests/twin/test_two_twins.py",
+})
+WAITERS_B = frozenset({
+    "tests/twin/test_power.py",
+    "tests/twin/test_crash.py",
     "tests/twin/test_slurm_release.py",
+    "tests/submit/test_max_array.py",
+    "tests/test_slurmimage.py",
     "tests/twin/test_hostile_input.py",
     "tests/twin/test_gc.py",
-    "tests/test_slurmimage.py",
 })
+OWN_TWIN_WAITERS = WAITERS_A | WAITERS_B
+MEASURE = (
+    "tests/health/test_slownodes_twin.py",
+    "tests/fsdp/test_stragglers_twin.py",
+    "tests/scaling/test_scaling_twin.py",
+)
+# modules that start twins of their own outside the waiters (some run torch jobs on them):
+# with the session twin, so that two twins' jobs never share a job id at the same time
+MAIN_OWN_TWIN = frozenset({
+    "tests/examples/test_notebook.py",
+    "tests/health/test_slownodes_twin.py",
+    "tests/observe/test_collect.py",
+    "tests/observe/test_twin_prometheus.py",
+    "tests/plan/test_twin.py",
+    "tests/test_cli_usage.py",
+    "tests/test_twin_config.py",
+    "tests/twin/test_faults.py",
+    "tests/twin/test_follows_config.py",
+    "tests/twin/test_other_user.py",
+    "tests/twin/test_private_state.py",
+    "tests/twin/test_state.py",
+    "tests/twin/test_twin_follows_config.py",
+})
+
+
+def module_group(path: str, fixturenames: Iterable[str]) -> str:
+    """The xdist group of module ``path`` (tests/...) whose tests use these fixtures."""
+    if path in WAITERS_A:
+        return "waiters-a"
+    if path in WAITERS_B:
+        return "waiters-b"
+    if path in MAIN_OWN_TWIN or any("twin" in f for f in fixturenames if f != "_session_twin_env"):
+        return "main"
+    return path
 
 
 # What pctk parses from Slurm or passes to it, run a second time by `make test`, beside the
@@ -66,13 +105,23 @@ SLURM_MATRIX = frozenset({
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Two groups for --dist loadgroup (a no-op without xdist); the Slurm-matrix marker."""
+    """The groups for --dist loadgroup (a no-op without xdist), in the order above; the
+    Slurm-matrix marker."""
+    fixtures: dict[str, set[str]] = {}
+    for item in items:
+        fixtures.setdefault(item.nodeid.split("::", 1)[0], set()).update(
+            getattr(item, "fixturenames", ()))
+    rank: dict[str, tuple[int, int]] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
-        group = "own-twin-waiters" if path in OWN_TWIN_WAITERS else "main"
+        group = module_group(path, fixtures[path])  # a module is never split
         item.add_marker(pytest.mark.xdist_group(group))
         if path in SLURM_MATRIX:
             item.add_marker(pytest.mark.slurm_matrix)
+        first = {"main": 0, "waiters-a": 1, "waiters-b": 2}.get(group, 3)
+        within = MEASURE.index(path) if path in MEASURE else len(MEASURE)
+        rank[item.nodeid] = (first, within)
+    items.sort(key=lambda it: rank[it.nodeid])  # stable: modules keep their own order
 
 
 @pytest.hookimpl(optionalhook=True)
