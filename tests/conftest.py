@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.twinutil import TwinHandle
+from toolkit.local import procs, state
 from toolkit.local.twin import Twin
 from toolkit.paths import slurm_images_dir
+from toolkit.slurm import node_states
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -200,6 +203,39 @@ def _session_twin_env(request: pytest.FixtureRequest,
     """
     if "twin" in request.fixturenames:
         handle: TwinHandle = request.getfixturevalue("twin")
+        _restart_dead_daemons(handle)
         for k, v in handle.twin.env().items():
             monkeypatch.setenv(k, v)
     yield
+
+
+def _last_line(log: str) -> str:
+    try:
+        lines = Path(log).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "empty log"
+
+
+def _restart_dead_daemons(handle: TwinHandle) -> None:
+    """Start again, and say so, a session-twin daemon that died between tests.
+
+    No test stops the session twin's daemons on purpose, but Slurm's own can die: the slurmd of
+    Debian's Slurm 22.05.8 has been seen to abort ("double free or corruption") just after two
+    batch jobs started on its node at once. Its node then stays down and every later test that
+    needs it waits out its timeout. `pctk local up` starts the dead daemons again in place
+    (jobs and node state kept), much as ParallelCluster replaces an unhealthy node; the
+    warning names the daemon and its last log line.
+    """
+    sd = handle.state_dir
+    dead = [p for p in state.live_procs(sd, state.load(sd)) if not procs.is_running(p)]
+    if not dead:
+        return
+    what = "; ".join(f"{p.name} (last log line: {_last_line(p.log)})" for p in dead)
+    handle.twin.up(handle.config, nodes=4)
+    # a controller that started again may have powered the session's dynamic nodes down
+    asleep = [n for n, (st, _) in node_states(env=handle.twin.env()).items()
+              if n.startswith("cpu-dy-") and st.endswith("~")]
+    handle.twin.power_up(asleep)
+    warnings.warn(f"the session twin's {what} had died; started again", stacklevel=1)
+
