@@ -158,9 +158,11 @@ def test_a_pair_that_slurm_will_not_start_fails_without_waiting_for_the_timeout(
     assert verdicts["cpu-dy-c5-1"]["verdict"] == "OK" and r.returncode == 1, figures
     first = next(p for p in res["pairs"] if "cpu-dy-c5-2" in p["nodes"])
     assert list(first["lost"]) == ["cpu-dy-c5-2"] and "cancelled" in first["error"]
-    # c5-2 is not tried again; c5-1 is retested with a good partner in round 2 (and again in
-    # round 3 if that retest met a busy moment)
-    assert res["rounds"] in (2, 3) and sum("cpu-dy-c5-2" in p["nodes"] for p in res["pairs"]) == 1
+    # c5-2 is not tried again; c5-1 is retested with a good partner in round 2, and again in
+    # a later round each time a retest met a busy moment (CI saw 4 of the 4 rounds 5 live
+    # nodes allow), never beyond the limit
+    assert 2 <= res["rounds"] <= res["max_rounds"] == 4, figures
+    assert sum("cpu-dy-c5-2" in p["nodes"] for p in res["pairs"]) == 1, figures
     assert res["wall_s"] < timeout / 2, "the sweep waited for the round's timeout"
     # not drained again by the sweep (only SLOW nodes are), its reason is the operator's
     assert _drain_reasons(env) == {"cpu-dy-c5-2": "disk replacement"}
