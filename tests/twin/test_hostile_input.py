@@ -96,3 +96,27 @@ def test_a_custom_setting_that_would_add_another_is_refused_before_any_daemon(tm
     finally:
         Twin(state / "hostile").down(purge=True)
         Twin(state).down(purge=True)
+
+
+@pytest.mark.parametrize(("var", "value"), [
+    ("PCTK_TWIN_PORT_BASE", "abc"), ("PCTK_TWIN_PORT_BASE", "80"),
+    ("PCTK_TWIN_PORT_BASE", "65531"),  # one node, 4 ports: the last start that fits is 65530
+    ("PCTK_TWIN_FIRST_JOB_ID", "12;id"),
+])
+def test_a_bad_port_base_or_first_job_id_is_refused_before_anything_is_written(tmp_path, var,
+                                                                               value):
+    # a port base that is not a number used to be ignored (the twin took other ports)
+    cfg = _config(tmp_path / "cfg")
+    state = tmp_path / "state"
+    try:
+        r = subprocess.run([sys.executable, "-m", "toolkit.cli", "local", "up", "-c", str(cfg),
+                            "--no-accounting", "--state-dir", str(state)],
+                           capture_output=True, text=True, timeout=120, cwd=REPO,
+                           env={**os.environ, var: value})
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr
+        assert f"{var}={value!r}" in r.stderr and "unset it" in r.stderr, r.stderr
+        # nothing but the lock that `local up` takes first
+        assert [f.name for f in state.rglob("*")] in ([], [".up.lock"])
+    finally:
+        Twin(state / "hostile").down(purge=True)

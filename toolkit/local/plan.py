@@ -467,20 +467,34 @@ def first_job_id(slurm_release: str) -> int:
 PORT_BLOCKS = (range(10000, 20000, 200), range(40000, 60000, 200))
 
 
+def port_base(n_nodes: int = 0) -> int | None:
+    """``PCTK_TWIN_PORT_BASE`` (the twin's first port; ctld, dbd, mysql, then one per slurmd)
+    when set; a value that is not a port, or leaves no room for the block, is an error."""
+    env = os.environ.get("PCTK_TWIN_PORT_BASE")
+    if env is None:
+        return None
+    last = 65534 - (3 + n_nodes)  # as choose_ports: the whole block below 65535
+    if not env.isascii() or not env.isdigit() or not 1024 <= int(env) <= last:
+        raise PctkError(f"PCTK_TWIN_PORT_BASE={env!r} is not a port a twin can start from",
+                        f"give a whole number from 1024 to {last} (10000-19999 or 40000-59999 "
+                        "keep clear of the jobs' rendezvous ports), or unset it")
+    return int(env)
+
+
 def choose_ports(n_nodes: int, prefer: int | None = None) -> Ports:
     """A contiguous block of free ports: ctld, dbd, mysql, then one per slurmd."""
     want = 3 + n_nodes
     candidates = [prefer] if prefer else []
-    env = os.environ.get("PCTK_TWIN_PORT_BASE")
-    if env and env.isdigit():
-        candidates.insert(0, int(env))
+    env = port_base(n_nodes)
+    if env is not None:
+        candidates.insert(0, env)
     candidates += [base for block in PORT_BLOCKS for base in block]
     for base in candidates:
         if base is None or base + want >= 65535:
             continue
         if all(port_free(base + i) for i in range(want)):
             return Ports(base, base + 1, base + 2, base + 3)
-        if env and base == int(env):
+        if env is not None and base == env:
             raise PctkError(
                 f"ports {base}-{base + want - 1} (PCTK_TWIN_PORT_BASE) are not all free",
                 "choose another PCTK_TWIN_PORT_BASE or unset it",

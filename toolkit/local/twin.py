@@ -49,6 +49,7 @@ from toolkit.local.plan import (
     choose_ports,
     first_job_id,
     mount_dirs,
+    port_base,
     port_free,
     port_lock,
     slurm_cluster_name,
@@ -244,6 +245,7 @@ class Twin:
         if boot_delay < 0:
             raise PctkError(f"--boot-delay must be 0 or more seconds (got {boot_delay:g})")
         first_job_id(slurm_release or "")  # a bad PCTK_TWIN_FIRST_JOB_ID: before any change
+        port_base()  # and a bad PCTK_TWIN_PORT_BASE
         cfg = resolve_config(config)
         # before anything is stopped: a config ParallelCluster would refuse is refused here
         notes = precheck.check_before_start(cfg, force=force, progress=progress) if check else []
@@ -253,6 +255,9 @@ class Twin:
             if not accounting:
                 notes.append(NO_DATABASE_NOTE)
                 progress(NO_DATABASE_NOTE)
+        # a PCTK_TWIN_PORT_BASE that leaves no room for this twin's ports, before any change
+        port_base(len(build_plan(topo, self.state_dir, Ports(0, 0, 0, 0),
+                                 nodes_per_resource=nodes, accounting=accounting).nodes))
         cfg_hash = hashlib.sha256(cfg.read_bytes()).hexdigest()
         # built (once) before anything is stopped: a failed build leaves a running twin be
         with stopsignals.as_exceptions():  # SIGTERM during a build stops its compilers too
