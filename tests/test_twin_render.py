@@ -458,8 +458,26 @@ def test_daemon_ports_stay_out_of_the_jobs_rendezvous_ports(monkeypatch):
     assert 10000 <= first.slurmctld < 20000
     # a taken port pushes the twin to the next free block, still outside the jobs' range
     with socket.socket() as s:
+        # as the daemons bind: a port another twin left in TIME_WAIT is still free to them
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", first.slurmctld))
         s.listen()
         other = choose_ports(8)
     assert other.slurmctld != first.slurmctld
     assert not 20000 <= other.slurmctld < 40000
+
+
+def test_pctk_twin_port_base_is_a_port_with_room_for_the_block(monkeypatch):
+    from toolkit.errors import PctkError
+    from toolkit.local.plan import port_base
+
+    monkeypatch.delenv("PCTK_TWIN_PORT_BASE", raising=False)
+    assert port_base(8) is None
+    monkeypatch.setenv("PCTK_TWIN_PORT_BASE", "41000")
+    assert port_base(8) == 41000
+    monkeypatch.setenv("PCTK_TWIN_PORT_BASE", "65523")  # 11 ports: 65523-65533
+    assert port_base(8) == 65523
+    for bad in ("", "abc", "4e4", " 41000", "٤١٠٠٠", "1023", "65524", "70000"):
+        monkeypatch.setenv("PCTK_TWIN_PORT_BASE", bad)
+        with pytest.raises(PctkError, match="PCTK_TWIN_PORT_BASE"):
+            port_base(8)
