@@ -78,11 +78,45 @@ COMMANDS = (
 
 _BY_NAME = {c.name: c for c in COMMANDS}
 
+
+def _interrupted() -> int:
+    """Ctrl-C that no command handled (while starting, or between its steps): one line, with
+    the jobs this process submitted that keep running."""
+    try:
+        from toolkit import slurm
+        from toolkit.submit.longrun import still_queued, stopped_message
+
+        line = (stopped_message(still_queued(list(slurm.SUBMITTED))) if slurm.SUBMITTED
+                else "pctk: interrupted")
+    except (KeyboardInterrupt, Exception):  # a second Ctrl-C while squeue answers
+        line = "pctk: interrupted"
+    print(line, file=sys.stderr)
+    return 130
+
+
+class _Root(lazy_group(COMMANDS)):  # type: ignore[misc]
+    """A Ctrl-C that the command did not handle, while the arguments are read or the command
+    runs: typer >= 0.16 would turn it into a silent exit 130; say it, and name the jobs that
+    keep running."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise typer.Exit(_interrupted()) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise typer.Exit(_interrupted()) from None
+
+
 # rich_markup_mode=None: the root help in click's plain format, since typer's rich formatter
 # costs 0.2 s of imports; each subcommand's own help keeps the rich format
 app = typer.Typer(
     name="pctk",
-    cls=lazy_group(COMMANDS),
+    cls=_Root,
     help=(
         "Stand up, use and trust Slurm clusters on AWS ParallelCluster: generate and check "
         "cluster configs, submit jobs, benchmark the interconnect and training, check node "
@@ -160,12 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except typer.Abort:
-        print("pctk: aborted", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("pctk: interrupted", file=sys.stderr)
-        return 130
+    except (typer.Abort, KeyboardInterrupt):
+        return _interrupted()
     except Terminated as exc:
         with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
             print(f"pctk: stopped by {exc}", file=sys.stderr)
