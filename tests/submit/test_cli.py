@@ -85,11 +85,22 @@ def test_jobs_lists_my_jobs_from_sacct(twin, jobs_home, capsys):
     assert mine and mine[-1]["State"] == "COMPLETED" and mine[-1]["ExitCode"] == "0:0"
 
 
+def _queued_named(twin, name: str) -> list[str]:
+    return twin.cmd("squeue", "-h", "-n", name, "-o", "%i").stdout.split()
+
+
 def test_cancel_and_ctrl_c_while_waiting_leaves_the_job_running(twin, jobs_home):
+    name = f"ctrl-c-{os.getpid()}-{time.monotonic_ns()}"
     p = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "submit", "-q", "cpu", "--wait",
-                          "--", "sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    time.sleep(4)
+                          "-J", name, "--", "sleep", "120"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    # Ctrl-C once it waits (a fixed 4 s was still the start-up on a busy host: exit 130 then
+    # said nothing)
+    deadline = time.monotonic() + 60
+    while not _queued_named(twin, name):
+        assert time.monotonic() < deadline and p.poll() is None, "the job was never submitted"
+        time.sleep(0.2)
+    time.sleep(1)
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=30)
     assert p.returncode == 130
@@ -99,6 +110,57 @@ def test_cancel_and_ctrl_c_while_waiting_leaves_the_job_running(twin, jobs_home)
     code, _out, _ = _pctk("cancel", job_id)
     assert code == 0
     assert twin.wait(job_id, timeout=60).startswith("CANCELLED")
+
+
+_STALLED = """
+import sys, time
+import toolkit.submit.cli as sc
+from toolkit.cli import main
+
+submit = sc.submit_command
+
+def stalled(*args, **kwargs):  # a Ctrl-C before the job is submitted, or before its wait
+    if sys.argv[1] == "before":
+        print("stalled", flush=True)
+        time.sleep(120)
+    sub = submit(*args, **kwargs)
+    print("stalled", flush=True)
+    time.sleep(120)
+    return sub
+
+sc.submit_command = stalled
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_ctrl_c_no_command_handles_says_so_and_names_the_jobs_left_running(twin, jobs_home,
+                                                                            when):
+    # typer >= 0.16 turns a Ctrl-C that reaches it into a silent exit 130
+    name = f"stall-{os.getpid()}-{time.monotonic_ns()}"
+    p = subprocess.Popen([sys.executable, "-c", _STALLED, when, "submit", "-q", "cpu", "--wait",
+                          "-J", name, "--", "sleep", "120"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "stalled\n"
+        queued = _queued_named(twin, name)
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=60)
+        assert p.returncode == 130, stderr
+        if when == "before":
+            assert queued == [] and stderr.splitlines() == ["pctk: interrupted"], stderr
+        else:
+            [job_id] = queued
+            assert stderr.splitlines() == [f"pctk: stopped waiting; job {job_id} keeps "
+                                           f"running. Cancel with: scancel {job_id}"], stderr
+            st = twin.cmd("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
+            assert st in ("RUNNING", "PENDING", "CONFIGURING"), st
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for j in _queued_named(twin, name):
+            twin.cmd("scancel", j)
 
 
 @pytest.mark.parametrize(
