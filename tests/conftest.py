@@ -20,14 +20,18 @@ REPO = Path(__file__).resolve().parent.parent
 
 # `make test` runs three pytest workers (pytest-xdist, --dist loadgroup --no-loadscope-reorder)
 # over these groups, in this order:
-# - "main": every module that asks for the session twin or starts a twin that runs torch jobs,
-#   never split across two workers; the benchmarks that measure the CPU (MEASURE: the slow-node
-#   sweeps, the FSDP straggler run, the scaling ladder) first, while the other two workers run
-#   the waiters, which use little CPU;
+# - "main": every module that asks for the session twin or starts a twin that runs torch jobs
+#   on ports derived from the job id, never split across two workers; the benchmarks that
+#   measure the CPU (MEASURE: the FSDP straggler run, the scaling ladder) first, while the
+#   other two workers run the waiters, which use little CPU;
 # - "waiters-a", "waiters-b": the modules that start a twin of their own and mostly wait on
 #   Slurm's clocks (SlurmdTimeout, SuspendTime, boots, requeues), in two halves of about the
 #   same length. None of them runs a torch.distributed job: two twins' jobs with the same job id
 #   would ask for the same rendezvous port (20000 + job id) on this one host;
+# - "slow-nodes": the slow-node sweeps on a twin of 8 nodes of their own (a third of main's
+#   time before), on whichever waiter worker ends first, so they never measure beside the
+#   other CPU-measuring benchmarks. Their torch pair jobs take a free port at submit time, not
+#   one derived from the job id, so they may run beside the session twin's jobs;
 # - then every module that needs no twin as a group of its own, on whichever worker is free.
 WAITERS_A = frozenset({
     "tests/submit/test_accounting_faults.py",
@@ -47,8 +51,8 @@ WAITERS_B = frozenset({
     "tests/twin/test_gc.py",
 })
 OWN_TWIN_WAITERS = WAITERS_A | WAITERS_B
+SLOW_NODES = "tests/health/test_slownodes_twin.py"
 MEASURE = (
-    "tests/health/test_slownodes_twin.py",
     "tests/fsdp/test_stragglers_twin.py",
     "tests/scaling/test_scaling_twin.py",
 )
@@ -56,7 +60,6 @@ MEASURE = (
 # with the session twin, so that two twins' jobs never share a job id at the same time
 MAIN_OWN_TWIN = frozenset({
     "tests/examples/test_notebook.py",
-    "tests/health/test_slownodes_twin.py",
     "tests/observe/test_collect.py",
     "tests/observe/test_twin_prometheus.py",
     "tests/plan/test_twin.py",
@@ -77,6 +80,8 @@ def module_group(path: str, fixturenames: Iterable[str]) -> str:
         return "waiters-a"
     if path in WAITERS_B:
         return "waiters-b"
+    if path == SLOW_NODES:
+        return "slow-nodes"
     if path in MAIN_OWN_TWIN or any("twin" in f for f in fixturenames if f != "_session_twin_env"):
         return "main"
     return path
@@ -121,7 +126,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         if path in SLURM_MATRIX:
             item.add_marker(pytest.mark.slurm_matrix)
-        first = {"main": 0, "waiters-a": 1, "waiters-b": 2}.get(group, 3)
+        first = {"main": 0, "waiters-a": 1, "waiters-b": 2, "slow-nodes": 3}.get(group, 4)
         within = MEASURE.index(path) if path in MEASURE else len(MEASURE)
         rank[item.nodeid] = (first, within)
     items.sort(key=lambda it: rank[it.nodeid])  # stable: modules keep their own order
