@@ -104,6 +104,42 @@ def test_slow_cpu_throttles_that_nodes_jobs_only(faulty):
     assert "slow-cpu" in _pctk(faulty, "fault", "clear").stdout
 
 
+def _job_procs(job_id: str) -> dict[int, int]:
+    """pid -> parent pid of the job's task processes (``sleep``), found by their environment."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "comm").read_text().strip() == "sleep" and \
+                    f"SLURM_JOB_ID={job_id}".encode() in (d / "environ").read_bytes().split(b"\0"):
+                out[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+    return out
+
+
+def test_slow_cpu_moves_the_jobs_already_running_on_that_node_in(faulty):
+    # slurmstepd daemonizes: a job's processes are not the slurmd's descendants, and a fault
+    # set mid-run (a node that turns slow during training) used to leave them at full speed
+    jobs = {}
+    for node in ("cpu-dy-c5-1", "cpu-dy-c5-2"):
+        jobs[node], _ = faulty.sbatch("srun sleep 120", "--partition=cpu", f"--nodelist={node}")
+    try:
+        deadline = time.monotonic() + 60
+        while not all(_job_procs(j) for j in jobs.values()):
+            assert time.monotonic() < deadline, {n: faulty.state(j) for n, j in jobs.items()}
+            time.sleep(0.2)
+        fault = faults.slow_cpu(faulty.state_dir, "cpu-dy-c5-1", 0.5)
+        members = {int(x) for x in (Path(fault["cgroup"]) / "cgroup.procs").read_text().split()}
+        slow, other = _job_procs(jobs["cpu-dy-c5-1"]), _job_procs(jobs["cpu-dy-c5-2"])
+        assert set(slow) <= members and set(slow.values()) <= members  # its tasks and stepd
+        assert not (set(other) | set(other.values())) & members
+        faults.clear(faulty.state_dir)
+        assert not Path(fault["cgroup"]).exists()  # everything moved back out
+    finally:
+        for j in jobs.values():
+            faulty.cmd("scancel", j, check=False)
+
+
 def test_slow_cpu_stays_with_the_node_when_its_slurmd_starts_again(faulty):
     node = "cpu-dy-c5-2"
     fault = faults.slow_cpu(faulty.state_dir, node, 0.5)

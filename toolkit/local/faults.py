@@ -242,8 +242,15 @@ def cgroup_layout() -> tuple[str, Path]:
                     "slow-cpu needs cgroup v1 `cpu` (cfs quota) or cgroup v2 `cpu.max`")
 
 
-def _descendants(root_pid: int) -> list[int]:
+def _node_pids(slurmd_pid: int, node: str) -> list[int]:
+    """The node's slurmd and everything it started, with the jobs running on the node.
+
+    slurmstepd daemonizes (its parent is init, not the slurmd), so a running job is found by
+    its processes' environment, the twin's SLURM_CONF and the node's SLURMD_NODENAME (two twins
+    may name a node alike); their slurmstepd, the parent, goes too, so that the job's later
+    steps are born in the group."""
     children: dict[int, list[int]] = {}
+    comm: dict[int, str] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -251,14 +258,32 @@ def _descendants(root_pid: int) -> list[int]:
             stat = (d / "stat").read_text()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root_pid]
+        name, rest = stat.split(" (", 1)[1].rsplit(")", 1)
+        comm[int(d.name)] = name
+        children.setdefault(int(rest.split()[1]), []).append(int(d.name))
+    roots = [slurmd_pid]
+    try:
+        argv = Path(f"/proc/{slurmd_pid}/cmdline").read_bytes().split(b"\0")
+        conf = argv[argv.index(b"-f") + 1]
+    except (OSError, ValueError, IndexError):
+        conf = b""
+    want = {b"SLURM_CONF=" + conf, b"SLURMD_NODENAME=" + node.encode()}
+    for parent, kids in children.items() if conf else ():
+        for pid in kids:
+            try:
+                env = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+            except OSError:
+                continue
+            if want <= env:
+                roots.append(parent if comm.get(parent) == "slurmstepd" else pid)
+    out: set[int] = set()
+    todo = roots
     while todo:
         pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
+        if pid not in out:
+            out.add(pid)
+            todo.extend(children.get(pid, []))
+    return sorted(out)
 
 
 _move = faultfile.move_pids
@@ -280,7 +305,7 @@ def throttle(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
         raise PctkError(f"cannot set a cpu quota in {group}: {exc.strerror}",
                         "slow-cpu needs root and a writable cgroup cpu controller") from None
     # the slurmd and everything it started; what it forks later is born in the group
-    _move(group / "cgroup.procs", _descendants(_slurmd_pid(state_dir, node)))
+    _move(group / "cgroup.procs", _node_pids(_slurmd_pid(state_dir, node), node))
     return {"cgroup": str(group), "version": version, "cpus": cpus, "quota_us": quota,
             "period_us": CFS_PERIOD_US}
 
@@ -345,7 +370,7 @@ def io_throttle(state_dir: Path, node: str, rate: int, path: Path) -> dict[str, 
     except OSError as exc:
         raise PctkError(f"cannot set a block I/O limit under {CGROUP_ROOT}: {exc.strerror}",
                         "slow-storage needs root and cgroup v1 blkio or cgroup v2 io") from None
-    _move(group / "cgroup.procs", _descendants(_slurmd_pid(state_dir, node)))
+    _move(group / "cgroup.procs", _node_pids(_slurmd_pid(state_dir, node), node))
     return {"cgroup": str(group), "version": version, "device": device, "path": str(path),
             "bytes_per_s": rate}
 
