@@ -44,6 +44,15 @@ class TwinHandle:
         job_id = r.stdout.strip().split(";")[0]
         return job_id, Path(str(out).replace("%j", job_id))
 
+    def assert_left_running(self, job_id: str, stderr: str) -> None:
+        """A stopped pctk command's last line names the job that keeps running (as
+        toolkit.submit.longrun words it), and Slurm still has that job."""
+        assert stderr.splitlines()[-1] == (f"pctk: stopped waiting; job {job_id} keeps "
+                                           f"running. Cancel with: scancel {job_id}"), stderr
+        assert "Traceback" not in stderr
+        st = self.cmd("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
+        assert st in ("RUNNING", "PENDING", "CONFIGURING"), st
+
     def state(self, job_id: str) -> str:
         r = self.cmd("sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State", check=False)
         states = [s.split()[0] for s in r.stdout.splitlines() if s.strip()]
