@@ -163,7 +163,10 @@ def test_server_and_load_on_two_nodes_stored_listed_plotted_exported(
         assert lv["mean_output_tokens"] == 12 and lv["mean_prompt_tokens"] == 24
         assert lv["output_tokens_per_s"] == pytest.approx(48 / lv["wall_s"])
         for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-            assert 0 < lv[key]["p50"] <= lv[key]["p90"] <= lv[key]["p99"]
+            assert 0 <= lv[key]["p50"] <= lv[key]["p90"] <= lv[key]["p99"]
+        # a gap is 0 when two tokens' events arrive in one read (a busy host; CI saw the
+        # median gap at 0.0); the others are real spans of time
+        assert min(lv[k]["p50"] for k in ("ttft_s", "tpot_s", "e2e_s")) > 0
         assert lv["ttft_s"]["p99"] < lv["e2e_s"]["p99"]
     assert {"server.log", "load-" + rec["cluster"]["job_id"] + ".out"} <= set(rec["raw_logs"])
     assert "concurrency 2" in dict(summary_rows(rec))
