@@ -245,7 +245,6 @@ class Twin:
         if boot_delay < 0:
             raise PctkError(f"--boot-delay must be 0 or more seconds (got {boot_delay:g})")
         first_job_id(slurm_release or "")  # a bad PCTK_TWIN_FIRST_JOB_ID: before any change
-        port_base()  # and a bad PCTK_TWIN_PORT_BASE
         cfg = resolve_config(config)
         # before anything is stopped: a config ParallelCluster would refuse is refused here
         notes = precheck.check_before_start(cfg, force=force, progress=progress) if check else []
