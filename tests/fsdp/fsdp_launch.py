@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,15 +16,14 @@ import torch.nn.functional as F
 from benchmarks.fsdp.data import SyntheticBatches
 from benchmarks.fsdp.model import Transformer, preset
 from benchmarks.fsdp.optim import OptimConfig, build_optimizer
+from tests.ports import rendezvous_port
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--model", "tiny", "--batch-size", "8", "--seq-len", "32", "--timing-warmup", "1"]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return rendezvous_port()
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,17 +14,12 @@ import pytest
 from benchmarks.collectives import main, use_cuda_graphs
 from benchmarks.record import read_record
 from benchmarks.vocab import busbw_factor, canonical_collective, parse_bytes, sweep_sizes
+from tests.ports import rendezvous_port
 from toolkit.bench.collectives.driver import SweepJob, sbatch_command, wait_for_job
 from toolkit.bench.comm.record import runs_from_record
 from toolkit.bench.comm.verdict import judge
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rank_main(rank: int, world: int, port: int, out: str, extra: list[str]) -> None:
@@ -45,7 +39,7 @@ def test_sweep_on_local_gloo_ranks(tmp_path: Path, world: int, reduction: str) -
 
     out = tmp_path / "record.json"
     extra = [] if reduction == "mean" else ["--time-reduction", reduction]
-    mp.spawn(_rank_main, args=(world, _free_port(), str(out), extra), nprocs=world, join=True)
+    mp.spawn(_rank_main, args=(world, rendezvous_port(), str(out), extra), nprocs=world, join=True)
     rec = read_record(out)
     # the record states its timing conventions: nccl-tests' -a 1 (mean) by default
     timing = rec["params"]["timing"]
