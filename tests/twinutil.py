@@ -48,7 +48,7 @@ class TwinHandle:
         """A stopped pctk command's last line names the job that keeps running (as
         toolkit.submit.longrun words it), and Slurm still has that job."""
         assert stderr.splitlines()[-1] == (f"pctk: stopped waiting; job {job_id} keeps "
-                                           f"running. Cancel with: scancel {job_id}"), stderr
+                                           f"running. Cancel with: pctk cancel {job_id}"), stderr
         assert "Traceback" not in stderr
         st = self.cmd("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
         assert st in ("RUNNING", "PENDING", "CONFIGURING"), st

@@ -124,7 +124,7 @@ def test_ctrl_c_names_the_job_that_keeps_running(twin, tmp_path: Path) -> None:
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert err.splitlines()[-1] == (f"pctk: stopped waiting; job {job_id} keeps running. "
-                                        f"Cancel with: scancel {job_id}"), err
+                                        f"Cancel with: pctk cancel {job_id}"), err
         assert "Traceback" not in err
     finally:
         if proc.poll() is None:

@@ -142,7 +142,10 @@ def test_scancel_mid_run_leaves_no_files(twin, tmp_path: Path) -> None:
         time.sleep(0.2)
     time.sleep(1.0)  # fio is reading now
     assert files_under(target), "expected benchmark files while it runs"
-    twin.cmd("scancel", job_id)
+    # the command it names is the one that cancels it
+    cancel = subprocess.run([str(Path(sys.executable).parent / "pctk"), "cancel", job_id],
+                            capture_output=True, text=True, timeout=60)
+    assert cancel.returncode == 0, cancel.stderr
     assert twin.wait(job_id, timeout=90) == "CANCELLED"
     twin.wait_gone(job_id)  # each node's clean-up runs while the job is COMPLETING
     assert files_under(target) == [] and list(target.iterdir()) == []
@@ -199,7 +202,7 @@ def test_sbatch_script_by_hand(twin, tmp_path: Path) -> None:
     assert "rand_read" not in rec["metrics"] and list(target.iterdir()) == []
 
 
-def test_sigterm_while_waiting_names_the_job_and_scancel_cleans_up(twin, tmp_path: Path
+def test_sigterm_while_waiting_names_the_job_and_pctk_cancel_cleans_up(twin, tmp_path: Path
                                                                   ) -> None:
     import signal
 
@@ -226,10 +229,13 @@ def test_sigterm_while_waiting_names_the_job_and_scancel_cleans_up(twin, tmp_pat
     assert proc.returncode == 130, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("pctk: stopped waiting; job ") and " keeps running." in err, err
-    job_id = err.strip().rsplit("Cancel with: scancel ", 1)[1]
+    job_id = err.strip().rsplit("Cancel with: pctk cancel ", 1)[1]
     assert job_id.isdigit() and f"job {job_id} keeps running" in err
     assert files_under(target), "the job keeps running after the driver stops waiting"
-    twin.cmd("scancel", job_id)
+    # the command it names is the one that cancels it
+    cancel = subprocess.run([str(Path(sys.executable).parent / "pctk"), "cancel", job_id],
+                            capture_output=True, text=True, timeout=60)
+    assert cancel.returncode == 0, cancel.stderr
     assert twin.wait(job_id, timeout=90) == "CANCELLED"
     # CANCELLED is recorded as scancel signals the job; the node side removes its files as it
     # unwinds (well within the twin's KillWait), so give it that long before judging.

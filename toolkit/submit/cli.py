@@ -27,6 +27,7 @@ from toolkit.submit.command import (
 )
 from toolkit.submit.executor import ClusterExecutor, max_array_size
 from toolkit.submit.logfiles import find_logs, submitit_folder
+from toolkit.submit.longrun import still_queued, stop_signals_interrupt, stopped_message
 from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
 
 LIVE_FORMAT = "%i|%j|%T|%D|%M|%N|%r"  # squeue: id, name, state, nodes, elapsed, list, reason
@@ -34,11 +35,17 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="Cluster config (default: 
                          "Slurm points at: $PCTK_CLUSTER_CONFIG, the twin, or ParallelCluster's).")
 
 
-def _stopped(exc: StoppedWaiting) -> None:
-    ids = " ".join(exc.job_ids)
-    print(f"pctk: stopped waiting; jobs {ids} keep running. Cancel with: pctk cancel {ids}",
-          file=sys.stderr)
-    exit_with(INTERRUPTED)
+def _wait(task_ids: list[str], show: bool) -> dict[str, str]:
+    """Wait with a progress bar; Ctrl-C, SIGTERM or SIGHUP stop the waiting, not the jobs:
+    say which keep running and how to cancel them, exit 130 (as every long command does)."""
+    try:
+        with stop_signals_interrupt():
+            return wait_for(task_ids, poll_s=2, show=show)
+    except (StoppedWaiting, KeyboardInterrupt) as exc:
+        ids = exc.job_ids if isinstance(exc, StoppedWaiting) else sorted(
+            {i.split("_")[0] for i in task_ids})
+        print(stopped_message(still_queued(ids)), file=sys.stderr)
+        raise typer.Exit(INTERRUPTED) from None
 
 
 def submit(
@@ -94,10 +101,7 @@ def submit(
     if sub.note and not json_out:
         print(f"pctk: {sub.note}", file=sys.stderr)
     if wait:
-        try:
-            states = wait_for(sub.task_ids, poll_s=2, show=not json_out)
-        except StoppedWaiting as exc:
-            _stopped(exc)
+        states = _wait(sub.task_ids, show=not json_out)
         bad = {k: v for k, v in states.items() if not v.startswith(OK_STATES)}
         if json_out:
             emit_json({**sub.to_json(), "states": states}, indent=None, sort_keys=False)
@@ -131,10 +135,7 @@ def _submit_function(spec: str, args: list[str], topo, qname: str, nodes: int, g
         else:
             print(f"submitted {job.job_id}")
         return
-    try:
-        wait_for([job.job_id], poll_s=2, show=not json_out)
-    except StoppedWaiting as exc:
-        _stopped(exc)
+    _wait([job.job_id], show=not json_out)
     try:
         result = job.result()
     except Exception as exc:

@@ -37,7 +37,7 @@ def stopped_message(job_ids: list[str]) -> str:
         return "pctk: interrupted; no job of this command is left running"
     ids = " ".join(job_ids)
     jobs = f"job {ids} keeps" if len(job_ids) == 1 else f"jobs {ids} keep"
-    return f"pctk: stopped waiting; {jobs} running. Cancel with: scancel {ids}"
+    return f"pctk: stopped waiting; {jobs} running. Cancel with: pctk cancel {ids}"
 
 
 def still_queued(job_ids: list[str]) -> list[str]:
@@ -46,11 +46,10 @@ def still_queued(job_ids: list[str]) -> list[str]:
 
 
 @contextmanager
-def long_command() -> Iterator[None]:
-    """Find the cluster, then run the body; on Ctrl-C, SIGTERM or SIGHUP say which jobs keep
-    running and exit 130."""
-    use_running_twin()
-    first = len(slurm.SUBMITTED)
+def stop_signals_interrupt() -> Iterator[None]:
+    """In the body, SIGTERM and SIGHUP raise KeyboardInterrupt as Ctrl-C does (their default
+    would end the process silently, exit 143, leaving jobs nobody is told about); a second
+    signal while the first is handled gets the caller's handler back."""
     old: dict[signal.Signals, Any] = {}
     try:
         for sig in STOP_SIGNALS:
@@ -60,10 +59,23 @@ def long_command() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        for stop, handler in old.items():  # a second signal while we ask squeue: theirs
+        for stop, handler in old.items():
             signal.signal(stop, handler)
-        print(stopped_message(still_queued(slurm.SUBMITTED[first:])), file=sys.stderr)
-        raise typer.Exit(INTERRUPTED) from None
+        raise
     finally:
         for stop, handler in old.items():
             signal.signal(stop, handler)
+
+
+@contextmanager
+def long_command() -> Iterator[None]:
+    """Find the cluster, then run the body; on Ctrl-C, SIGTERM or SIGHUP say which jobs keep
+    running and exit 130."""
+    use_running_twin()
+    first = len(slurm.SUBMITTED)
+    try:
+        with stop_signals_interrupt():
+            yield
+    except KeyboardInterrupt:
+        print(stopped_message(still_queued(slurm.SUBMITTED[first:])), file=sys.stderr)
+        raise typer.Exit(INTERRUPTED) from None
