@@ -304,7 +304,8 @@ def throttle(state_dir: Path, node: str, cpus: float) -> dict[str, Any]:
     except OSError as exc:
         raise PctkError(f"cannot set a cpu quota in {group}: {exc.strerror}",
                         "slow-cpu needs root and a writable cgroup cpu controller") from None
-    # the slurmd and everything it started; what it forks later is born in the group
+    # the slurmd, the jobs already running on the node (slurmstepd daemonizes: they are not
+    # its descendants, _node_pids finds them) and what it forks later, born in the group
     _move(group / "cgroup.procs", _node_pids(_slurmd_pid(state_dir, node), node))
     return {"cgroup": str(group), "version": version, "cpus": cpus, "quota_us": quota,
             "period_us": CFS_PERIOD_US}
