@@ -20,19 +20,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 # `make test` runs three pytest workers (pytest-xdist, --dist loadgroup --no-loadscope-reorder)
 # over these groups, in this order:
-# - "main": every module that asks for the session twin or starts a twin that runs torch jobs
-#   on ports derived from the job id, never split across two workers; the benchmarks that
-#   measure the CPU (MEASURE: the FSDP straggler run, the scaling ladder) first, while the
-#   other two workers run the waiters, which use little CPU;
+# - "main": every module that asks for the session twin (one per worker: these stay on one),
+#   the benchmarks that measure the CPU (MEASURE: the FSDP straggler run, the scaling ladder)
+#   first, while the other two workers run the waiters, which use little CPU;
 # - "waiters-a", "waiters-b": the modules that start a twin of their own and mostly wait on
 #   Slurm's clocks (SlurmdTimeout, SuspendTime, boots, requeues), in two halves of about the
-#   same length. None of them runs a torch.distributed job: two twins' jobs with the same job id
-#   would ask for the same rendezvous port (20000 + job id) on this one host;
-# - "slow-nodes": the slow-node sweeps on a twin of 8 nodes of their own (a third of main's
-#   time before), on whichever waiter worker ends first, so they never measure beside the
-#   other CPU-measuring benchmarks. Their torch pair jobs take a free port at submit time, not
-#   one derived from the job id, so they may run beside the session twin's jobs;
-# - then every module that needs no twin as a group of its own, on whichever worker is free.
+#   same length;
+# - "slow-nodes": the slow-node sweeps on a twin of 8 nodes of their own, on whichever waiter
+#   worker ends first, so they never measure beside the other CPU-measuring benchmarks;
+# - then every other module (those that start a twin of their own included) as a group of its
+#   own, on whichever worker is free.
+# Twins on different workers may run torch jobs at once: each worker's twins number their jobs
+# from a band of their own (worker_job_ids below), so that their jobs' rendezvous ports, which
+# follow the job id, differ.
 WAITERS_A = frozenset({
     "tests/submit/test_accounting_faults.py",
     "tests/test_first_hour.py",
@@ -56,22 +56,29 @@ MEASURE = (
     "tests/fsdp/test_stragglers_twin.py",
     "tests/scaling/test_scaling_twin.py",
 )
-# modules that start twins of their own outside the waiters (some run torch jobs on them):
-# with the session twin, so that two twins' jobs never share a job id at the same time
-MAIN_OWN_TWIN = frozenset({
-    "tests/examples/test_notebook.py",
-    "tests/observe/test_collect.py",
-    "tests/observe/test_twin_prometheus.py",
-    "tests/plan/test_twin.py",
-    "tests/test_cli_usage.py",
-    "tests/test_twin_config.py",
-    "tests/twin/test_faults.py",
-    "tests/twin/test_follows_config.py",
-    "tests/twin/test_other_user.py",
-    "tests/twin/test_private_state.py",
-    "tests/twin/test_state.py",
-    "tests/twin/test_twin_follows_config.py",
-})
+# Each worker's twins number their jobs from a band of JOB_ID_BAND ids of their own: 1, 2501,
+# 5001 and 7501 for the system's Slurm, from 10001 (toolkit.local.plan.RELEASE_FIRST_JOB_ID)
+# for a built release's leg. Jobs rendezvous on 20000 + job id mod 20000 (batch scripts) or
+# 20000 + (7 x job id + step) mod 20000 (benchmarks/distenv.py): two workers' jobs meet only
+# when their twins are 2,500 jobs apart, far more than a session submits.
+JOB_ID_BAND = 2500
+BANDS_PER_LEG = 4
+
+
+def worker_job_ids(worker: str | None, release: str | None) -> int | None:
+    """PCTK_TWIN_FIRST_JOB_ID for the twins of xdist worker ``worker`` (gw0, gw1, ...) in the
+    leg of Slurm ``release`` (None or "": the system's); None outside xdist."""
+    if not worker or not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    base = 10001 if release else 1
+    return base + JOB_ID_BAND * (int(worker[2:]) % BANDS_PER_LEG)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A worker's twins take its band of job ids, unless PCTK_TWIN_FIRST_JOB_ID is set."""
+    first = worker_job_ids(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PCTK_SLURM"))
+    if first is not None:
+        os.environ.setdefault("PCTK_TWIN_FIRST_JOB_ID", str(first))
 
 
 def module_group(path: str, fixturenames: Iterable[str]) -> str:
@@ -82,7 +89,7 @@ def module_group(path: str, fixturenames: Iterable[str]) -> str:
         return "waiters-b"
     if path == SLOW_NODES:
         return "slow-nodes"
-    if path in MAIN_OWN_TWIN or any("twin" in f for f in fixturenames if f != "_session_twin_env"):
+    if "twin" in fixturenames:
         return "main"
     return path
 
