@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -75,7 +76,17 @@ def worker_job_ids(worker: str | None, release: str | None) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A worker's twins take its band of job ids, unless PCTK_TWIN_FIRST_JOB_ID is set."""
+    """A worker's twins take its band of job ids, unless PCTK_TWIN_FIRST_JOB_ID is set.
+
+    A suite started in the background by a script (`make test &`, nohup, a CI runner's shell)
+    inherits SIGINT ignored, and so would every process a test starts: a Python program that
+    starts with SIGINT ignored never raises KeyboardInterrupt, and the tests that send Ctrl-C
+    to pctk would wait out their timeouts (or pass only after some earlier test in the same
+    worker happened to install a handler). Give the processes the tests start Ctrl-C as a
+    terminal would.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     first = worker_job_ids(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PCTK_SLURM"))
     if first is not None:
         os.environ.setdefault("PCTK_TWIN_FIRST_JOB_ID", str(first))
