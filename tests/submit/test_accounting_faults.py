@@ -90,6 +90,18 @@ def _until(what: str, predicate, timeout: float, every: float = 0.5):
     raise AssertionError(f"{what}: not within {timeout:g}s")
 
 
+def _recorded_runs(job_id: str, want: list[str], timeout: float) -> list[str]:
+    """The states accounting holds for each run of ``job_id``, once they are ``want`` or after
+    ``timeout``: slurmctld hands job records to slurmdbd as it can, and on a busy host the end
+    of a run reaches accounting seconds after the controller has it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = _run("sacct", "-D", "-X", "-n", "-P", "-j", job_id, "-o", "State").stdout.split()
+        if runs == want or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.5)
+
+
 def _sacct_works() -> bool:
     ok = _run("sacct", "-n", "-X", "-o", "JobID").returncode == 0
     if ok:
@@ -266,7 +278,7 @@ def test_node_failure_requeue_is_followed_and_the_new_run_returns(dbd_up, tmp_pa
             {"COMPLETED"}, (changes, [c[0] for c in watcher.commands[-6:]])
         assert set(watcher.requeued) == {job.job_id, cli_job}
         for j in (job.job_id, cli_job):  # the earlier run ended in a node failure
-            runs = _run("sacct", "-D", "-X", "-n", "-P", "-j", j, "-o", "State").stdout.split()
+            runs = _recorded_runs(j, ["NODE_FAIL", "COMPLETED"], 30)
             assert runs == ["NODE_FAIL", "COMPLETED"], (j, runs)
 
         _until("function job done", job.done, 30, every=1)
