@@ -41,10 +41,9 @@ def _wait(task_ids: list[str], show: bool) -> dict[str, str]:
     try:
         with stop_signals_interrupt():
             return wait_for(task_ids, poll_s=2, show=show)
-    except (StoppedWaiting, KeyboardInterrupt) as exc:
-        ids = exc.job_ids if isinstance(exc, StoppedWaiting) else sorted(
-            {i.split("_")[0] for i in task_ids})
-        print(stopped_message(still_queued(ids)), file=sys.stderr)
+    except (StoppedWaiting, KeyboardInterrupt):
+        jobs = sorted({i.split("_")[0] for i in task_ids})  # an array's tasks: its job
+        print(stopped_message(still_queued(jobs)), file=sys.stderr)
         raise typer.Exit(INTERRUPTED) from None
 
 

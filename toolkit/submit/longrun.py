@@ -58,10 +58,6 @@ def stop_signals_interrupt() -> Iterator[None]:
         pass
     try:
         yield
-    except KeyboardInterrupt:
-        for stop, handler in old.items():
-            signal.signal(stop, handler)
-        raise
     finally:
         for stop, handler in old.items():
             signal.signal(stop, handler)
