@@ -13,6 +13,7 @@ import pytest
 
 from tests.twinutil import TwinHandle
 from toolkit.local import procs, state
+from toolkit.local.plan import RELEASE_FIRST_JOB_ID
 from toolkit.local.twin import Twin
 from toolkit.paths import slurm_images_dir
 from toolkit.slurm import node_states
@@ -71,7 +72,7 @@ def worker_job_ids(worker: str | None, release: str | None) -> int | None:
     leg of Slurm ``release`` (None or "": the system's); None outside xdist."""
     if not worker or not worker.startswith("gw") or not worker[2:].isdigit():
         return None
-    base = 10001 if release else 1
+    base = RELEASE_FIRST_JOB_ID if release else 1
     return base + JOB_ID_BAND * (int(worker[2:]) % BANDS_PER_LEG)
 
 

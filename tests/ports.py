@@ -15,9 +15,11 @@ import random
 import socket
 from pathlib import Path
 
-# what pctk itself hands out on this host: twin blocks (toolkit.local.plan.PORT_BLOCKS) and
-# the rendezvous ports of jobs on a twin (toolkit.submit.jobspec, benchmarks.distenv)
-_TAKEN = (range(10000, 20000), range(20000, 40000), range(40000, 60000))
+from toolkit.local.plan import PORT_BLOCKS
+
+# what pctk itself hands out on this host: twin blocks and the rendezvous ports of jobs on a
+# twin (20000 + job id mod 20000: toolkit.submit.jobspec, benchmarks.distenv)
+_TAKEN = (*(range(b.start, b.stop) for b in PORT_BLOCKS), range(20000, 40000))
 
 
 def _ephemeral() -> range:
