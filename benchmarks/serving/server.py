@@ -20,6 +20,7 @@ one of its shapes with ``benchmarks.serving.checkpoint`` first. Standard library
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -90,12 +91,17 @@ def command(args: argparse.Namespace, host: str, port: int) -> list[str]:
 
 
 def answers(url: str) -> str | None:
-    """The first model id ``url`` lists, or None while it is not up."""
+    """The first model id ``url`` lists, or None while it is not up.
+
+    Not HTTP is "not up" too: while nothing listens on a port of the kernel's ephemeral range,
+    a connection to it may be given that very port as its source and connect to itself (TCP's
+    simultaneous open), reading its own request back as the answer.
+    """
     try:
         with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as r:
             data = json.loads(r.read()).get("data") or []
             return str(data[0]["id"]) if data else None
-    except (OSError, ValueError, KeyError, IndexError):
+    except (OSError, ValueError, KeyError, IndexError, http.client.HTTPException):
         return None
 
 

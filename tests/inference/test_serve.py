@@ -424,3 +424,26 @@ def test_the_server_job_has_a_time_limit_and_vllm_no_prefix_cache() -> None:
     args = srv.parser().parse_args(["--backend", "vllm", "--model-path", "/m",
                                     "--endpoint-file", "/x/server.json"])
     assert "--no-enable-prefix-caching" in srv.command(args, "10.0.0.1", 8000)
+
+
+def test_a_port_that_answers_with_something_not_http_is_not_up_yet() -> None:
+    """What a self-connected probe reads (its own request, TCP's simultaneous open while the
+    server is not listening yet) is "not up", not a crash of the server job."""
+    import socket
+    import threading
+
+    from benchmarks.serving.server import answers
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+
+        def echo_request() -> None:
+            conn, _ = srv.accept()
+            with conn:
+                conn.sendall(conn.recv(4096))  # the request line back, as a self-connect reads
+
+        t = threading.Thread(target=echo_request, daemon=True)
+        t.start()
+        assert answers(f"http://127.0.0.1:{srv.getsockname()[1]}") is None
+        t.join(10)
