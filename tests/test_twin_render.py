@@ -186,6 +186,8 @@ def test_parallelcluster_settings_are_rendered_except_the_listed_deviations():
     # the stated factor, and the loopback fix combined with ParallelCluster's NoAddrCache
     assert conf["SlurmdTimeout"] == str(180 // pcslurm.TIME_FACTOR)
     assert conf["KillWait"] == str(30 // pcslurm.TIME_FACTOR)
+    # ParallelCluster's scheduler flag kept, Slurm's 3 s batching delay scaled down to none
+    assert conf["SchedulerParameters"] == "nohold_on_prolog_fail,batch_sched_delay=0"
     assert conf["CommunicationParameters"] == "NoAddrCache,NoInAddrAny,NoCtldInAddrAny"
     assert conf["MessageTimeout"] == "60" and conf["MinJobAge"] == "300"
 

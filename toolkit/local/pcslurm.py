@@ -30,6 +30,12 @@ from toolkit.config.model import (
 # Per-message bounds (MessageTimeout) and record retention (MinJobAge) are kept: they never
 # make anyone wait, and shortening them only fails RPCs on a loaded host.
 TIME_FACTOR = 6
+# Slurm's default batch_sched_delay (SchedulerParameters; ParallelCluster leaves it unset): how
+# long the scheduling of a submitted batch job may be put off, to gather a burst of submissions
+BATCH_SCHED_DELAY = 3
+# the twin's: divided by TIME_FACTOR, rounded down to the whole seconds Slurm takes (0: schedule
+# at once; 1 s would be 6 s on the cluster's clock)
+TWIN_BATCH_SCHED_DELAY = BATCH_SCHED_DELAY // TIME_FACTOR
 
 # slurm.conf.erb, in its order (values that do not depend on the cluster config)
 PARALLELCLUSTER_FIXED: tuple[tuple[str, str], ...] = (
@@ -103,11 +109,15 @@ DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(("SlurmdParameters",), "(unset)", "config_overrides",
               "nodes declare the instance's GPUs and scaled CPUs, not what this host has"),
     Deviation(("SlurmctldTimeout", "SlurmdTimeout", "UnkillableStepTimeout", "KillWait",
-               "SuspendTimeout", "SlurmctldParameters", "SuspendTime", "ResumeTimeout"),
+               "SuspendTimeout", "SlurmctldParameters", "SuspendTime", "ResumeTimeout",
+               "SchedulerParameters"),
               "300, 180, 180, 30, 120, power_save_min_interval=30, ScaledownIdletime x 60, "
-              "ComputeNodeBootstrapTimeout", f"divided by TIME_FACTOR={TIME_FACTOR}",
+              f"ComputeNodeBootstrapTimeout, batch_sched_delay={BATCH_SCHED_DELAY} (Slurm's "
+              "default)", f"divided by TIME_FACTOR={TIME_FACTOR} (batch_sched_delay: "
+              f"{TWIN_BATCH_SCHED_DELAY}, whole seconds)",
               "the cluster's clocks run faster so tests see power-down, node failure and kill "
-              "in seconds; MessageTimeout (one RPC's bound) and MinJobAge are kept"),
+              "in seconds, and a batch job starts as soon as it is submitted; MessageTimeout "
+              "(one RPC's bound) and MinJobAge are kept"),
     Deviation(("SuspendProgram", "ResumeProgram", "ResumeFailProgram"),
               "ParallelCluster's slurm_suspend / slurm_resume (EC2 launches)",
               "the twin's scripts in <state>/bin: start or stop the node's slurmd",

@@ -114,6 +114,8 @@ def parallelcluster_settings(plan: TwinPlan) -> list[str]:
         elif key == "SlurmctldParameters":
             value = value.replace("power_save_min_interval=30",
                                   f"power_save_min_interval={pcslurm.scaled(30)}")
+        elif key == "SchedulerParameters":
+            value += f",batch_sched_delay={pcslurm.TWIN_BATCH_SCHED_DELAY}"
         elif key == "AuthInfo":
             # our own munged; cred_expire is a timer (and delays a requeued job's restart)
             value = f"socket={plan.munge_socket},cred_expire={pcslurm.scaled(70)}"
