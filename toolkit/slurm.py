@@ -308,6 +308,13 @@ def job_stdout(job_id: str) -> str | None:
 
 
 # --------------------------------------------------------------------- the wait loop
+# The first gap between two polls; each next gap is GROWTH times longer, up to ``poll``: a job
+# that ends within a second is seen within a fraction of one, a job of hours costs a few more
+# calls in its first seconds and then one per ``poll``.
+FIRST_GAP_S = 0.25
+GROWTH = 1.5
+
+
 def wait_jobs(job_ids: Iterable[str], *, read: Callable[[list[str]], Mapping[str, str | None]]
               | None = None, ended: Callable[[str, str | None], bool] | None = None,
               timeout: float | None = None, poll: float = 2.0,
@@ -322,7 +329,8 @@ def wait_jobs(job_ids: Iterable[str], *, read: Callable[[list[str]], Mapping[str
 
     ``read(ids)`` gives each job's state (default :func:`job_state`, one call per job); a job
     Slurm stops knowing after it was seen is ``GONE``. ``ended(id, state)`` says whether a
-    job is over (default :func:`has_ended`). ``on_poll`` hears the states after each poll;
+    job is over (default :func:`has_ended`). ``on_poll`` hears the states after each poll.
+    Polls come at once, then after gaps growing from :data:`FIRST_GAP_S` to ``poll`` seconds;
     ``until`` is checked every ``tick`` seconds (default ``poll``) between polls.
     Returns the last states and whether the time ran out.
     """
@@ -334,6 +342,7 @@ def wait_jobs(job_ids: Iterable[str], *, read: Callable[[list[str]], Mapping[str
     seen: set[str] = set()
     states: dict[str, str] = {}
     next_poll = start
+    gap = min(FIRST_GAP_S, poll)
     while True:
         if until is not None and until():
             return states, False
@@ -349,10 +358,11 @@ def wait_jobs(job_ids: Iterable[str], *, read: Callable[[list[str]], Mapping[str
                 on_poll(dict(states))
             if all(ended(j, states.get(j)) for j in ids):
                 return states, False
-            next_poll = now + poll
+            next_poll = now + gap
+            gap = min(gap * GROWTH, poll)
         if timeout is not None and time.monotonic() - start >= timeout:
             return states, True
-        time.sleep(tick)
+        time.sleep(max(0.0, min(tick, next_poll - time.monotonic())))
 
 
 def wait_job(job_id: str, *, timeout: float | None, poll: float = 2.0,
