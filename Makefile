@@ -21,10 +21,11 @@ APT_PACKAGES := slurm-wlm slurmdbd munge mariadb-server mariadb-client python3-v
 CONSTRAINTS := constraints.txt
 DEMO_DIR ?= out/demo
 PYTEST_ARGS ?=
-# three workers: the session twin's modules on one, the twins that wait on Slurm's clocks on two
-# others, the modules without a twin wherever a worker is free (tests/conftest.py);
-# PYTEST_WORKERS=0 runs everything in one process
-PYTEST_WORKERS ?= 3
+# four workers: the CPU-measuring benchmarks one after the other on one, the twins that wait on
+# Slurm's clocks on two others, the session twin's other modules on the fourth, the modules
+# without a twin wherever a worker is free (tests/conftest.py); PYTEST_WORKERS=0 runs
+# everything in one process
+PYTEST_WORKERS ?= 4
 # the Slurm-facing tests on TEST_SLURM (below) run beside the suite on this many workers
 LEG_WORKERS ?= 2
 XDIST = --dist loadgroup --no-loadscope-reorder

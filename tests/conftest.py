@@ -20,16 +20,17 @@ from toolkit.slurm import node_states
 
 REPO = Path(__file__).resolve().parent.parent
 
-# `make test` runs three pytest workers (pytest-xdist, --dist loadgroup --no-loadscope-reorder)
+# `make test` runs four pytest workers (pytest-xdist, --dist loadgroup --no-loadscope-reorder)
 # over these groups, in this order:
-# - "main": every module that asks for the session twin (one per worker: these stay on one),
-#   the benchmarks that measure the CPU (MEASURE: the FSDP straggler run, the scaling ladder)
-#   first, while the other two workers run the waiters, which use little CPU;
+# - "measure": the benchmarks that measure the CPU with a throttled node (MEASURE: the FSDP
+#   straggler run, the scaling ladder, on the session twin; then the slow-node sweeps on a twin
+#   of 8 nodes of their own), one after the other on one worker, so no two of them ever measure
+#   at once;
 # - "waiters-a", "waiters-b": the modules that start a twin of their own and mostly wait on
 #   Slurm's clocks (SlurmdTimeout, SuspendTime, boots, requeues), in two halves of about the
 #   same length;
-# - "slow-nodes": the slow-node sweeps on a twin of 8 nodes of their own, on whichever waiter
-#   worker ends first, so they never measure beside the other CPU-measuring benchmarks;
+# - "main": every other module that asks for the session twin (one per worker: these stay on
+#   one);
 # - then every other module (those that start a twin of their own included) as a group of its
 #   own, on whichever worker is free.
 # Twins on different workers may run torch jobs at once: each worker's twins number their jobs
@@ -53,10 +54,10 @@ WAITERS_B = frozenset({
     "tests/twin/test_gc.py",
 })
 OWN_TWIN_WAITERS = WAITERS_A | WAITERS_B
-SLOW_NODES = "tests/health/test_slownodes_twin.py"
 MEASURE = (
     "tests/fsdp/test_stragglers_twin.py",
     "tests/scaling/test_scaling_twin.py",
+    "tests/health/test_slownodes_twin.py",
 )
 # Each worker's twins number their jobs from a band of JOB_ID_BAND ids of their own: 1, 2501,
 # 5001 and 7501 for the system's Slurm, from 10001 (toolkit.local.plan.RELEASE_FIRST_JOB_ID)
@@ -99,8 +100,8 @@ def module_group(path: str, fixturenames: Iterable[str]) -> str:
         return "waiters-a"
     if path in WAITERS_B:
         return "waiters-b"
-    if path == SLOW_NODES:
-        return "slow-nodes"
+    if path in MEASURE:
+        return "measure"
     if "twin" in fixturenames:
         return "main"
     return path
@@ -145,7 +146,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         if path in SLURM_MATRIX:
             item.add_marker(pytest.mark.slurm_matrix)
-        first = {"main": 0, "waiters-a": 1, "waiters-b": 2, "slow-nodes": 3}.get(group, 4)
+        first = {"measure": 0, "waiters-a": 1, "waiters-b": 2, "main": 3}.get(group, 4)
         within = MEASURE.index(path) if path in MEASURE else len(MEASURE)
         rank[item.nodeid] = (first, within)
     items.sort(key=lambda it: rank[it.nodeid])  # stable: modules keep their own order
