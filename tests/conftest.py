@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 # - "measure": the benchmarks that measure the CPU with a throttled node (MEASURE: the FSDP
 #   straggler run, the scaling ladder, on the session twin; then the slow-node sweeps on a twin
 #   of 8 nodes of their own), one after the other on one worker, so no two of them ever measure
-#   at once;
+#   at once; then the notebook test (on the session twin), to even the workers' lengths;
 # - "waiters-a", "waiters-b": the modules that start a twin of their own and mostly wait on
 #   Slurm's clocks (SlurmdTimeout, SuspendTime, boots, requeues), in two halves of about the
 #   same length;
@@ -58,6 +58,7 @@ MEASURE = (
     "tests/fsdp/test_stragglers_twin.py",
     "tests/scaling/test_scaling_twin.py",
     "tests/health/test_slownodes_twin.py",
+    "tests/examples/test_notebook.py",  # measures nothing: runs after them
 )
 # Each worker's twins number their jobs from a band of JOB_ID_BAND ids of their own: 1, 2501,
 # 5001 and 7501 for the system's Slurm, from 10001 (toolkit.local.plan.RELEASE_FIRST_JOB_ID)
