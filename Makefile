@@ -74,7 +74,7 @@ venv: $(VENV)/.pctk-installed
 
 # The Slurm-facing tests on TEST_SLURM run beside the whole suite (they mostly wait on Slurm's
 # clocks: about 1 CPU-minute in 8 minutes), once its build (once per machine, then a no-op,
-# at the lowest priority) is done: their twin numbers its jobs from 10001, so its jobs' ports
+# at the lowest priority) is done: their twin numbers its jobs from 6001, so its jobs' ports
 # differ from the suite's (toolkit/local/plan.py). Their output is kept in
 # out/slurm-matrix.log and shown after the suite's. Ctrl-C or SIGTERM stops both legs (each
 # pytest tears its twins down).

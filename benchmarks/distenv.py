@@ -90,11 +90,19 @@ def _int_env(*names: str, default: int) -> int:
     return default
 
 
+# Rendezvous ports: RDZV_PORT_BASE + (7 x job id + step) mod RDZV_PORT_SPAN, i.e. 20000-31999:
+# below the kernel's ephemeral ports (32768 up on Linux), which any outgoing connection on the
+# node (a Slurm RPC, another job's gloo link) may hold as its source port when the rank binds.
+# Batch scripts use RDZV_PORT_BASE + job id mod RDZV_PORT_SPAN (toolkit/submit/jobspec.py).
+RDZV_PORT_BASE = 20000
+RDZV_PORT_SPAN = 12000
+
+
 def default_master_port() -> int:
     """A port derived from the job and step ids, so concurrent jobs on a node do not clash."""
     job = _int_env("SLURM_JOB_ID", default=0)
     step = _int_env("SLURM_STEP_ID", default=0)
-    return 20000 + (job * 7 + step) % 20000
+    return RDZV_PORT_BASE + (job * 7 + step) % RDZV_PORT_SPAN
 
 
 def detect() -> DistEnv:

@@ -60,12 +60,13 @@ MEASURE = (
     "tests/health/test_slownodes_twin.py",
     "tests/examples/test_notebook.py",  # measures nothing: runs after them
 )
-# Each worker's twins number their jobs from a band of JOB_ID_BAND ids of their own: 1, 2501,
-# 5001 and 7501 for the system's Slurm, from 10001 (toolkit.local.plan.RELEASE_FIRST_JOB_ID)
-# for a built release's leg. Jobs rendezvous on 20000 + job id mod 20000 (batch scripts) or
-# 20000 + (7 x job id + step) mod 20000 (benchmarks/distenv.py): two workers' jobs meet only
-# when their twins are 2,500 jobs apart, far more than a session submits.
-JOB_ID_BAND = 2500
+# Each worker's twins number their jobs from a band of JOB_ID_BAND ids of their own: 1, 1501,
+# 3001 and 4501 for the system's Slurm, from 6001 (toolkit.local.plan.RELEASE_FIRST_JOB_ID)
+# for a built release's leg. Jobs rendezvous on 20000 + job id mod 12000 (batch scripts) or
+# 20000 + (7 x job id + step) mod 12000 (benchmarks/distenv.py): the 8 bands fill those 12,000
+# ports once, and two workers' jobs meet only when a twin has submitted 1,500 jobs, far more
+# than a session does.
+JOB_ID_BAND = 1500
 BANDS_PER_LEG = 4
 
 
@@ -110,7 +111,7 @@ def module_group(path: str, fixturenames: Iterable[str]) -> str:
 
 # What pctk parses from Slurm or passes to it, run a second time by `make test`, beside the
 # suite, on a twin of a newer Slurm (PCTK_SLURM=24.11 -m slurm_matrix; that twin numbers its
-# jobs from 10001, so torch jobs of both legs at once ask for different ports): the Slurm
+# jobs from 6001, so torch jobs of both legs at once ask for different ports): the Slurm
 # layer, submission (command jobs, submitit arrays, requeue, waits), accounting with and
 # without slurmdbd, the health sweep, and the twin's own per-node addresses, faults, power
 # saving and `local env`.

@@ -4,7 +4,7 @@
 again once the probe socket closes: in the seconds the ranks take to import torch on a busy
 host, any outbound connection may be given it as its source port, and a twin starting in
 another xdist worker may take it (twins pick blocks in 10000-19999 and 40000-59999, jobs on a
-twin rendezvous on 20000-39999). The ranks then fail with EADDRINUSE. So pick a port that
+twin rendezvous on 20000-31999). The ranks then fail with EADDRINUSE. So pick a port that
 none of those hand out: above the ephemeral range where there is room, else below it, and
 never in a twin's or a twin job's range.
 """
@@ -15,11 +15,13 @@ import random
 import socket
 from pathlib import Path
 
+from benchmarks.distenv import RDZV_PORT_BASE, RDZV_PORT_SPAN
 from toolkit.local.plan import PORT_BLOCKS
 
 # what pctk itself hands out on this host: twin blocks and the rendezvous ports of jobs on a
-# twin (20000 + job id mod 20000: toolkit.submit.jobspec, benchmarks.distenv)
-_TAKEN = (*(range(b.start, b.stop) for b in PORT_BLOCKS), range(20000, 40000))
+# twin (20000 + job id mod 12000: toolkit.submit.jobspec, benchmarks.distenv)
+_TAKEN = (*(range(b.start, b.stop) for b in PORT_BLOCKS),
+          range(RDZV_PORT_BASE, RDZV_PORT_BASE + RDZV_PORT_SPAN))
 
 
 def _ephemeral() -> range:

@@ -6,6 +6,7 @@ Regenerate after an intended change with: python tests/regen_golden.py (never fr
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -437,24 +438,30 @@ def test_first_job_id_follows_the_release_and_pctk_twin_first_job_id(monkeypatch
 
 
 def test_daemon_ports_stay_out_of_the_jobs_rendezvous_ports(monkeypatch):
-    """Jobs listen on 20000 + id mod 20000 (batch scripts) and 20000 + (7 id + step) mod 20000
-    (benchmarks/distenv.py) on every address: no twin daemon may sit in that range."""
+    """Jobs listen on 20000 + id mod 12000 (batch scripts) and 20000 + (7 id + step) mod 12000
+    (benchmarks/distenv.py) on every address: no twin daemon may sit in that range, and the
+    range stays below the kernel's ephemeral ports (32768 up), which an outgoing connection
+    may hold as its source port while a rank binds."""
     import socket
 
     from benchmarks.distenv import default_master_port
     from toolkit.local.plan import PORT_BLOCKS, choose_ports
+    from toolkit.submit.jobspec import RDZV_PORT_SHELL
 
     job_ports = set()
-    for job in (1, 972, 2857, 10001, 19999, 67108863):
-        job_ports.add(20000 + job % 20000)
+    for job in (1, 972, 2857, 6001, 10001, 11999, 12000, 19999, 67108863):
+        job_ports.add(int(subprocess.run(["bash", "-c", f"echo {RDZV_PORT_SHELL}"],
+                                         env={"SLURM_JOB_ID": str(job)}, capture_output=True,
+                                         text=True, check=True).stdout))
         for step in (0, 1, 7):
             monkeypatch.setenv("SLURM_JOB_ID", str(job))
             monkeypatch.setenv("SLURM_STEP_ID", str(step))
             job_ports.add(default_master_port())
-    assert min(job_ports) >= 20000 and max(job_ports) <= 39999
+    assert min(job_ports) == 20000 and max(job_ports) == 31999
+    assert max(job_ports) < 32768  # Linux's default ip_local_port_range starts there
     for block in PORT_BLOCKS:
         for base in block:
-            assert not set(range(base, base + 200)) & set(range(20000, 40000)), base
+            assert not set(range(base, base + 200)) & set(range(20000, 32000)), base
     monkeypatch.delenv("PCTK_TWIN_PORT_BASE", raising=False)
     first = choose_ports(8)
     assert 10000 <= first.slurmctld < 20000
@@ -466,7 +473,7 @@ def test_daemon_ports_stay_out_of_the_jobs_rendezvous_ports(monkeypatch):
         s.listen()
         other = choose_ports(8)
     assert other.slurmctld != first.slurmctld
-    assert not 20000 <= other.slurmctld < 40000
+    assert not 20000 <= other.slurmctld < 32000
 
 
 def test_pctk_twin_port_base_is_a_port_with_room_for_the_block(monkeypatch):

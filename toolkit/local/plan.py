@@ -438,10 +438,10 @@ def port_lock() -> Iterator[None]:
 # A twin on a built Slurm release numbers its jobs from here, the system Slurm's from 1: a job
 # id names one job across both (pctk logs' index of job folders), and two twins of different
 # releases running at once (make test's two legs) give their jobs different rendezvous ports
-# (20000 + job id mod 20000 in batch scripts, 20000 + (7 x job id + step) mod 20000 in
-# benchmarks/distenv.py: an offset of 10001 moves them by 10001 and 10007, so two jobs meet
-# only some 10,000 jobs apart).
-RELEASE_FIRST_JOB_ID = 10001
+# (20000 + job id mod 12000 in batch scripts, 20000 + (7 x job id + step) mod 12000 in
+# benchmarks/distenv.py: an offset of 6000 ids, half the span, moves both by 6000, since
+# 7 x 6000 = 6000 mod 12000; two jobs meet only some 6,000 jobs apart).
+RELEASE_FIRST_JOB_ID = 6001
 MAX_FIRST_JOB_ID = 0x3FFFFFF  # Slurm's largest job id (MAX_JOB_ID 0x03FFFFFF)
 
 
@@ -459,8 +459,8 @@ def first_job_id(slurm_release: str) -> int:
 
 
 # Where a twin's daemons listen, in blocks of 200 (ctld, dbd, mysql, one per slurmd): around the
-# ports that jobs take for their rendezvous, 20000-39999 (20000 + job id mod 20000 in batch
-# scripts, toolkit/submit/jobspec.py; 20000 + (7 x job id + step) mod 20000 in
+# ports that jobs take for their rendezvous, 20000-31999 (20000 + job id mod 12000 in batch
+# scripts, toolkit/submit/jobspec.py; 20000 + (7 x job id + step) mod 12000 in
 # benchmarks/distenv.py). A torch store listens on every address of its port, so a daemon on one
 # of those would fail the job whose id lands on it. Below 20000 first: that is also below the
 # kernel's ephemeral ports (32768 up), which any outgoing connection may hold for a while.

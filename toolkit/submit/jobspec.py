@@ -49,8 +49,10 @@ class JobSpec:
 
 
 # torchrun's rendezvous port on the job's first node, as a shell expression: derived from the
-# job id so two jobs sharing a node do not collide (torch's fixed default, 29500, would)
-RDZV_PORT_SHELL = "$((20000 + SLURM_JOB_ID % 20000))"
+# job id so two jobs sharing a node do not collide (torch's fixed default, 29500, would); in
+# 20000-31999, below the kernel's ephemeral ports (32768 up), which an outgoing connection may
+# hold as its source port (benchmarks/distenv.py: the same span)
+RDZV_PORT_SHELL = "$((20000 + SLURM_JOB_ID % 12000))"
 
 _FLAG = {"exclusive": "--exclusive"}
 

@@ -9,5 +9,5 @@ export PCTK_INSTANCE_TYPE=p5.48xlarge
 # rendezvous for multi-node programs: the job's first node
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 export MASTER_ADDR
-export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+export MASTER_PORT=$((20000 + SLURM_JOB_ID % 12000))
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --output=/fsx/runs/r1/%j.%t.out --error=/fsx/runs/r1/%j.%t.err torchrun --nproc-per-node=8 --nnodes="$SLURM_JOB_NUM_NODES" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$SLURM_JOB_ID" python train.py --lr 3e-4

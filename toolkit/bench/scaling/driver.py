@@ -121,7 +121,7 @@ def render_sbatch(job: ScalingJob) -> str:
                       f"-m torch.distributed.run --nnodes={n} "
                       f"--nproc-per-node={size.tasks_per_node} --rdzv-backend=c10d "
                       f"--rdzv-endpoint=\"${{hosts[0]}}:$((20000 + (SLURM_JOB_ID * 7 + {n}) "
-                      f"% 20000))\" --rdzv-id=\"${{SLURM_JOB_ID}}-{n}\" "
+                      f"% 12000))\" --rdzv-id=\"${{SLURM_JOB_ID}}-{n}\" "
                       f"-m benchmarks.fsdp.train {train}")
         lines.append(f'{launch} || echo "pctk-scaling: {n} node(s) failed (exit $?)"')
     return "\n".join(lines) + "\n"
