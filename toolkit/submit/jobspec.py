@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
+from benchmarks.distenv import RDZV_PORT_BASE, RDZV_PORT_SPAN
 from toolkit.errors import PctkError
 
 
@@ -51,8 +52,8 @@ class JobSpec:
 # torchrun's rendezvous port on the job's first node, as a shell expression: derived from the
 # job id so two jobs sharing a node do not collide (torch's fixed default, 29500, would); in
 # 20000-31999, below the kernel's ephemeral ports (32768 up), which an outgoing connection may
-# hold as its source port (benchmarks/distenv.py: the same span)
-RDZV_PORT_SHELL = "$((20000 + SLURM_JOB_ID % 12000))"
+# hold as its source port (the span of benchmarks/distenv.py)
+RDZV_PORT_SHELL = f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))"
 
 _FLAG = {"exclusive": "--exclusive"}
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.distenv import RDZV_PORT_BASE, RDZV_PORT_SPAN
 from benchmarks.fsdp.config import TrainConfig
 from benchmarks.record import read_record, write_record
 from toolkit.bench.fsdp import driver as fsdp
@@ -120,8 +121,9 @@ def render_sbatch(job: ScalingJob) -> str:
             launch = (f"{step}--ntasks={n} --ntasks-per-node=1 {q(size.python)} "
                       f"-m torch.distributed.run --nnodes={n} "
                       f"--nproc-per-node={size.tasks_per_node} --rdzv-backend=c10d "
-                      f"--rdzv-endpoint=\"${{hosts[0]}}:$((20000 + (SLURM_JOB_ID * 7 + {n}) "
-                      f"% 12000))\" --rdzv-id=\"${{SLURM_JOB_ID}}-{n}\" "
+                      f"--rdzv-endpoint=\"${{hosts[0]}}:$(({RDZV_PORT_BASE} + "
+                      f"(SLURM_JOB_ID * 7 + {n}) % {RDZV_PORT_SPAN}))\" "
+                      f"--rdzv-id=\"${{SLURM_JOB_ID}}-{n}\" "
                       f"-m benchmarks.fsdp.train {train}")
         lines.append(f'{launch} || echo "pctk-scaling: {n} node(s) failed (exit $?)"')
     return "\n".join(lines) + "\n"
