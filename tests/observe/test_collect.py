@@ -72,6 +72,13 @@ def test_nodes_jobs_and_cost_from_the_twin(twin, tmp_path: Path) -> None:
         part, _ = twin.sbatch("sleep 3", "-p", "gpu", "-N1", "--gpus-per-node=2",
                               f"-A{ACCOUNT}")
         assert twin.wait(whole) == "COMPLETED" and twin.wait(part) == "COMPLETED"
+        # slurmdbd applies a job's records asynchronously: on a busy host its row can be
+        # listed a moment without its partition; the figures below are read once it has one
+        deadline = time.monotonic() + 30
+        while twin.cmd("sacct", "-n", "-X", "-P", "-j", f"{whole},{part}", "-o",
+                       "Partition").stdout.split() != ["gpu", "gpu"] \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
         # four nodes while one is drained: pending on capacity
         waiting, _ = twin.sbatch("true", "-p", "gpu", "-N4", f"-A{ACCOUNT}")
         deadline = time.monotonic() + 30
