@@ -143,9 +143,11 @@ def test_a_pair_that_slurm_will_not_start_fails_without_waiting_for_the_timeout(
                     "Reason=disk replacement"], env=env, check=True)
     timeout = 240
     # 6 nodes: with c5-2 lost, c5-1's retests still run beside a control pair of good nodes
-    # (with 4 they ran alone, judged against round 1 only, and a busy moment made c5-1 SLOW)
+    # (with 4 they ran alone, judged against round 1 only, and a busy moment made c5-1 SLOW).
+    # The other sweeps' 4M x 10 iterations: 1M x 3 timed ~10 ms a pair, where one stall of
+    # a loaded machine halves a figure (a fresh-clone run struck c5-1 twice and called it SLOW)
     r = subprocess.run([PCTK, "health", "slow-nodes", "--nodes", "cpu-dy-c5-[1-6]",
-                        "--partition", "cpu", "--size", "1M", "--iters", "3",
+                        "--partition", "cpu", "--size", "4M", "--iters", "10",
                         "--timeout", str(timeout), "--workdir", str(work), "--json"],
                        capture_output=True, text=True, env=env, timeout=600)
     res = json.loads(r.stdout)
