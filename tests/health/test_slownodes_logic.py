@@ -220,7 +220,9 @@ def test_pair_commands_for_both_methods(tmp_path):
     from toolkit.health.slownodes import PairTest
 
     torch_cmd = PairTest(size="4M", iters=3, python="/usr/bin/python3").command(tmp_path / "r")
-    assert torch_cmd.startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 /usr/bin/python3")
+    # the ranks take their rendezvous from the job, not from the submitting shell
+    assert torch_cmd.startswith("unset MASTER_ADDR MASTER_PORT; srun --ntasks-per-node=1 "
+                                "--kill-on-bad-exit=1 /usr/bin/python3")
     assert "--min-bytes 4M --max-bytes 4M --iters 3" in torch_cmd
     # nccl-tests: the runner's srun line for 2 nodes x 8 GPUs (a stand-in binary: no GPUs here)
     stand_in = tmp_path / "all_reduce_perf"

@@ -117,6 +117,9 @@ def test_sweep_names_and_drains_exactly_the_slowed_node(slow_twin, kind, node, a
 
 def test_no_fault_blames_no_node_over_repeated_runs(slow_twin):
     _, env, work = slow_twin
+    # run from a shell an earlier torchrun session left its rendezvous in: the pairs still
+    # meet on their own first node and job-derived port (else every pair waits on 10.9.9.9)
+    env = {**env, "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "29500"}
     for i in range(2):
         rc, res = _sweep(env, work / str(i), "--drain")
         assert res["blamed"] == [] and res["drained"] == [], res["verdicts"]

@@ -44,7 +44,7 @@ RENDERED = {
     "slow-node-pair.argv": lambda: _argv_text(SlurmPairs(
         test=PairTest(size="4M", python="/fsx/venv/bin/python"), workdir=RUN, partition="cpu",
         timeout=300).sbatch_argv("r1-cpu-dy-c5-1-cpu-dy-c5-2", ("cpu-dy-c5-1", "cpu-dy-c5-2"),
-                                 RUN / "r1.json", RUN / "r1.out", 20001)),
+                                 RUN / "r1.json", RUN / "r1.out")),
     "storage.argv": lambda: _argv_text(StorageJob(
         nodes=4, target="/fsx/bench", run_dir=RUN, partition="cpu", time_limit="20",
         run_id="abc").sbatch_args()),

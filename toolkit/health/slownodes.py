@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import socket
 import statistics
 import sys
 import time
@@ -341,8 +340,12 @@ class PairTest:
             argv = [self.python, "-m", "benchmarks.collectives", "--ops", self.collective,
                     "--min-bytes", self.size, "--max-bytes", self.size, "--iters",
                     str(self.iters), "--warmup", str(self.warmup), "--out", str(out)]
-            # a failed rank ends the pair at once rather than leaving its partner waiting
-            return "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + shlex.join(argv)
+            # a failed rank ends the pair at once rather than leaving its partner waiting.
+            # The ranks find their partner from the job (benchmarks.distenv: the first node,
+            # a port from the job id), not from a MASTER_ADDR/PORT left in the user's shell
+            # by another run, which would send every pair to one address
+            return ("unset MASTER_ADDR MASTER_PORT; srun --ntasks-per-node=1 "
+                    "--kill-on-bad-exit=1 " + shlex.join(argv))
 
         spec = LaunchSpec(collective=self.collective, nodes=2, gpus_per_node=self.gpus_per_node,
                           min_bytes=self.size, max_bytes=self.size, iters=self.iters,
@@ -368,12 +371,6 @@ class PairTest:
         return (figs[-1], None) if figs else (None, _tail(log) or "no nccl-tests output")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
-
 def _tail(path: Path, n: int = 1) -> str:
     try:
         lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
@@ -393,14 +390,14 @@ class SlurmPairs:
     node_poll: float = 5.0  # seconds between looks at the nodes of pairs still pending
     job_ids: list[str] = field(default_factory=list)
 
-    def sbatch_argv(self, stem: str, pair: tuple[str, str], out: Path, log: Path,
-                    port: int | None) -> list[str]:
-        """One pair job: two nodes, one task each, the test command as its --wrap."""
+    def sbatch_argv(self, stem: str, pair: tuple[str, str], out: Path, log: Path) -> list[str]:
+        """One pair job: two nodes, one task each, the test command as its --wrap. Its
+        ranks rendezvous on the port benchmarks.distenv derives from the job id (below the
+        ephemeral range, distinct for the round's concurrent pairs)."""
         spec = JobSpec(job_name=f"pctk-slow-{stem}", nodes=2, ntasks_per_node=1,
                        partition=self.partition, nodelist=",".join(pair),
                        time=max(2, math.ceil(self.timeout / 60) + 1), output=str(log),
-                       chdir=str(code_root()),
-                       export="ALL" if port is None else f"ALL,MASTER_PORT={port}")
+                       chdir=str(code_root()), export="ALL")
         return [*sbatch_options(spec), "--wrap", self.test.command(out)]
 
     def __call__(self, rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
@@ -410,11 +407,8 @@ class SlurmPairs:
             stem = f"r{rnd}-{a}-{b}"
             out, log = self.workdir / f"{stem}.json", self.workdir / f"{stem}.out"
             out.unlink(missing_ok=True)
-            # a rendezvous port of its own: benchmarks.distenv derives one from the job id,
-            # and twins on one machine (each counting jobs from 1) would share it
-            port = _free_port() if self.test.method == "torch" else None
             try:
-                jid: str | None = slurm.sbatch(self.sbatch_argv(stem, (a, b), out, log, port))
+                jid: str | None = slurm.sbatch(self.sbatch_argv(stem, (a, b), out, log))
                 err = None
             except PctkError as exc:
                 jid, err = None, exc.one_line()
