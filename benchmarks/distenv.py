@@ -98,6 +98,13 @@ RDZV_PORT_BASE = 20000
 RDZV_PORT_SPAN = 12000
 
 
+# What torchrun (or a launcher like it) exports to its ranks. A job's own ranks started by
+# srun must not inherit them from the shell that submitted the job (a torchrun session, a
+# notebook inside another job): sbatch/*.sbatch and the slow-node pairs unset them.
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                      "MASTER_ADDR", "MASTER_PORT")
+
+
 def default_master_port() -> int:
     """A port derived from the job and step ids, so concurrent jobs on a node do not clash."""
     job = _int_env("SLURM_JOB_ID", default=0)

@@ -22,8 +22,26 @@ def test_shellcheck_clean(script):
     assert r.returncode == 0, r.stdout
 
 
+# a researcher's shell where a torchrun session (or a notebook inside another job) left its
+# variables: sbatch exports them into the job, and ranks that read them would all be rank 1
+# of 8 waiting on 10.9.9.9
+STALE_LAUNCHER = {"RANK": "1", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8",
+                  "GROUP_RANK": "0", "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "29500"}
+
+
 def _env(twin) -> dict[str, str]:
-    return {**twin.env, "PCTK_PYTHON": sys.executable, "PCTK_REPO": str(REPO)}
+    return {**twin.env, **STALE_LAUNCHER, "PCTK_PYTHON": sys.executable, "PCTK_REPO": str(REPO)}
+
+
+@pytest.mark.parametrize("name", ["collectives.sbatch", "fsdp.sbatch", "inference.sbatch"])
+def test_srun_rank_scripts_unset_the_launcher_variables_before_srun(name):
+    from benchmarks.distenv import LAUNCHER_VARIABLES
+
+    assert set(STALE_LAUNCHER) == set(LAUNCHER_VARIABLES)
+    lines = (REPO / "sbatch" / name).read_text().splitlines()
+    unset = next(i for i, x in enumerate(lines) if x.startswith("unset "))
+    srun = next(i for i, x in enumerate(lines) if x.startswith("srun "))
+    assert lines[unset].split()[1:] == list(LAUNCHER_VARIABLES) and unset < srun
 
 
 def _sbatch(twin, *argv: str) -> str:

@@ -221,7 +221,8 @@ def test_pair_commands_for_both_methods(tmp_path):
 
     torch_cmd = PairTest(size="4M", iters=3, python="/usr/bin/python3").command(tmp_path / "r")
     # the ranks take their rendezvous from the job, not from the submitting shell
-    assert torch_cmd.startswith("unset MASTER_ADDR MASTER_PORT; srun --ntasks-per-node=1 "
+    assert torch_cmd.startswith("unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK "
+                                "MASTER_ADDR MASTER_PORT; srun --ntasks-per-node=1 "
                                 "--kill-on-bad-exit=1 /usr/bin/python3")
     assert "--min-bytes 4M --max-bytes 4M --iters 3" in torch_cmd
     # nccl-tests: the runner's srun line for 2 nodes x 8 GPUs (a stand-in binary: no GPUs here)

@@ -46,6 +46,7 @@ from typing import Any
 
 from rich.table import Table
 
+from benchmarks.distenv import LAUNCHER_VARIABLES
 from toolkit import slurm
 from toolkit.bench.nccl.parse import parse_nccl_file
 from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
@@ -344,7 +345,7 @@ class PairTest:
             # The ranks find their partner from the job (benchmarks.distenv: the first node,
             # a port from the job id), not from a MASTER_ADDR/PORT left in the user's shell
             # by another run, which would send every pair to one address
-            return ("unset MASTER_ADDR MASTER_PORT; srun --ntasks-per-node=1 "
+            return (f"unset {' '.join(LAUNCHER_VARIABLES)}; srun --ntasks-per-node=1 "
                     "--kill-on-bad-exit=1 " + shlex.join(argv))
 
         spec = LaunchSpec(collective=self.collective, nodes=2, gpus_per_node=self.gpus_per_node,
