@@ -167,3 +167,33 @@ def test_a_path_with_control_characters_is_shown_escaped_on_one_line(tmp_path: P
         assert err.count("\n") == 1 and err.startswith("pctk: error: "), err
         assert "x\\nMailProg=evil #\\x1b[31m" in err, err
     assert "\x1b[31m" not in res.stdout + res.stderr
+
+
+# Ctrl-C while `pctk` is still loading its command line (typer, click, rich: about 50 ms on a
+# busy machine): a finder that sends the process SIGINT the moment typer is imported puts the
+# signal there on every run
+_SIGINT_ON_TYPER = """
+import os, signal, sys
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Finder())
+sys.argv = ["pctk", "--help"]
+from toolkit.cli import main
+print("loaded:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def test_ctrl_c_while_the_cli_loads_is_one_line_and_130() -> None:
+    r = subprocess.run([sys.executable, "-c", _SIGINT_ON_TYPER], capture_output=True, text=True,
+                       timeout=60)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "pctk: interrupted\n", "")
+
+
+def test_importing_the_cli_leaves_the_callers_sigint_handler() -> None:
+    r = subprocess.run([sys.executable, "-c", _SIGINT_ON_TYPER.replace("os.kill(os.getpid(), "
+                                                                      "signal.SIGINT)", "pass")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "loaded: True\n", r.stderr

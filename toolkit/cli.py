@@ -13,16 +13,36 @@ command's own help.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
-import typer
-import typer.core
-import typer.main
 
-from toolkit import __version__
-from toolkit.errors import PctkError, Terminated, visible
-from toolkit.lazy_cli import LazyCommand, first_paragraph, lazy_group, load_command
+def _interrupted_while_loading(signum: int, frame: object) -> None:
+    """Ctrl-C while the command line is still being loaded (main() not yet running): nothing
+    has started, so say so in one line instead of an import traceback."""
+    os.write(2, b"pctk: interrupted\n")
+    os._exit(130)
+
+
+# only while this module loads (about 50 ms: typer, click, rich); the previous handler comes
+# back after, so a program or notebook that imports toolkit.cli keeps its own
+_LOADING = threading.current_thread() is threading.main_thread()
+_previous_sigint = (signal.signal(signal.SIGINT, _interrupted_while_loading) if _LOADING
+                    else None)
+try:
+    import typer
+    import typer.core
+    import typer.main
+
+    from toolkit import __version__
+    from toolkit.errors import PctkError, Terminated, visible
+    from toolkit.lazy_cli import LazyCommand, first_paragraph, lazy_group, load_command
+finally:
+    if _LOADING:
+        signal.signal(signal.SIGINT, _previous_sigint)
 
 __all__ = ["COMMANDS", "LazyCommand", "app", "first_paragraph", "load_command", "main"]
 
