@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.twinutil import STALE_LAUNCHER
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((REPO / "sbatch").iterdir())
 
@@ -20,13 +22,6 @@ SCRIPTS = sorted((REPO / "sbatch").iterdir())
 def test_shellcheck_clean(script):
     r = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
-
-
-# a researcher's shell where a torchrun session (or a notebook inside another job) left its
-# variables: sbatch exports them into the job, and ranks that read them would all be rank 1
-# of 8 waiting on 10.9.9.9
-STALE_LAUNCHER = {"RANK": "1", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8",
-                  "GROUP_RANK": "0", "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "29500"}
 
 
 def _env(twin) -> dict[str, str]:

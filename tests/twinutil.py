@@ -12,6 +12,12 @@ from pathlib import Path
 from toolkit.local.twin import Twin
 from toolkit.slurm import TERMINAL
 
+# A shell where a torchrun session (or a notebook inside another job) left its launcher
+# variables: sbatch exports them into every job, and ranks that read them would all be rank 1
+# of 8 waiting on 10.9.9.9. pctk's batch scripts unset them (toolkit.submit.jobspec).
+STALE_LAUNCHER = {"RANK": "1", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8",
+                  "GROUP_RANK": "0", "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "29500"}
+
 
 @dataclass
 class TwinHandle:

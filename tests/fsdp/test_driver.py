@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.fsdp.train import CRASH_ENV
+from tests.twinutil import STALE_LAUNCHER
 from toolkit.bench.fsdp.driver import FsdpJob, render_sbatch, summary_rows
 from toolkit.cli import app, main
 
@@ -76,6 +77,8 @@ def test_instance_type_sets_ranks_and_peak() -> None:
 def test_submit_wait_and_report_on_the_twin(twin, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    for k, v in STALE_LAUNCHER.items():  # the rank is this job's, not the shell's rank 1 of 8
+        monkeypatch.setenv(k, v)
     run_dir = tmp_path / "run"
     argv = ["bench", "fsdp", "--model", "tiny", "--partition", "cpu", "--nodes", "1",
             "--tasks-per-node", "1", "--gpus-per-node", "0", "--steps", "5", "--ckpt-every", "5",

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.inference.bench import STOP_AFTER_ENV
+from tests.twinutil import STALE_LAUNCHER
 from toolkit.bench.inference.driver import summary_rows
 from toolkit.cli import app, main
 from toolkit.results.report import render_report
@@ -64,6 +65,8 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
 def test_two_nodes_measured_merged_and_stored(twin, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    for k, v in STALE_LAUNCHER.items():  # ranks are this job's, not the shell's rank 1 of 8
+        monkeypatch.setenv(k, v)
     db = tmp_path / "results.db"
     argv = ["bench", "inference", *TWIN_ARGS, "--nodes", "2", "--samples", "3",
             "--output-len", "16", "--instance-type", "c5.4xlarge", "--run-dir",

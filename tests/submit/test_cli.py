@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.twinutil import STALE_LAUNCHER
 from toolkit.cli import main
 
 pytestmark = pytest.mark.twin
@@ -48,14 +49,20 @@ def test_arguments_and_job_name_reach_the_program_verbatim(twin, jobs_home, tmp_
     assert f"JobName={name}\n" in shown
 
 
-def test_multi_node_command_runs_srun_across_nodes_with_master_addr(twin, jobs_home):
+def test_multi_node_command_runs_srun_across_nodes_with_master_addr(twin, jobs_home,
+                                                                    monkeypatch):
+    # submitted from a shell a torchrun session left RANK, MASTER_ADDR... in: the tasks see
+    # this job's first node, and no stale rank
+    for k, v in STALE_LAUNCHER.items():
+        monkeypatch.setenv(k, v)
     code, stdout, err = _pctk("submit", "-q", "cpu", "-N", "3", "--wait", "--json", "--",
-                              "bash", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME $MASTER_ADDR"')
+                              "bash", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME $MASTER_ADDR '
+                              '${RANK-none} ${WORLD_SIZE-none}"')
     assert code == 0, err
     job_id = json.loads(stdout)["job_ids"][0]
     lines = sorted(p.read_text().strip() for p in jobs_home.glob(f"*/{job_id}.*.out")
                    if ".batch." not in p.name)
-    assert lines == [f"{i} cpu-dy-c5-{i + 1} cpu-dy-c5-1" for i in range(3)]
+    assert lines == [f"{i} cpu-dy-c5-{i + 1} cpu-dy-c5-1 none none" for i in range(3)]
     # pctk logs shows one task's output
     rc = subprocess.run([sys.executable, "-m", "toolkit.cli", "logs", job_id, "--task", "2"],
                         capture_output=True, text=True)

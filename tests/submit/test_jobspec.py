@@ -4,6 +4,9 @@ twin's real sbatch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,42 @@ def test_every_launcher_sets_the_efa_environment_of_efa_py() -> None:
         found = exported(script)
         for v in (v for g in groups for v in g):
             assert found.get(v.name) == v.value, (script, v.name, found.get(v.name))
+
+
+
+def _dry_run(tmp_path: Path, *argv: str) -> str:
+    env = {**os.environ, "PCTK_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", *argv, "--run-dir",
+                        str(tmp_path / "run"), "--dry-run"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+SCRIPTS = {
+    "submit": lambda tmp: render_script(CommandJob(argv=["python", "t.py"], queue="cpu",
+                                                   nodes=2), tmp),
+    "submit-torchrun": lambda tmp: render_script(CommandJob(argv=["t.py"], queue="cpu", nodes=2,
+                                                            torchrun=True), tmp),
+    "fsdp": lambda tmp: _dry_run(tmp, "bench", "fsdp", "--model", "tiny", "-p", "cpu",
+                                 "--gpus-per-node", "0"),
+    "fsdp-torchrun": lambda tmp: _dry_run(tmp, "bench", "fsdp", "--model", "tiny", "-p", "cpu",
+                                          "--launcher", "torchrun"),
+    "scaling": lambda tmp: _dry_run(tmp, "bench", "scaling", "--model", "tiny", "-p", "cpu",
+                                    "--nodes", "1,2", "--gpus-per-node", "0"),
+    "inference": lambda tmp: _dry_run(tmp, "bench", "inference", "--nodes", "2", "-p", "cpu"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_generated_scripts_unset_the_launcher_variables_before_any_srun(
+        name: str, tmp_path: Path) -> None:
+    """sbatch exports the submitting shell into the job: RANK, MASTER_ADDR... that a torchrun
+    session left there must not reach the job's ranks (twin tests run with them set)."""
+    from benchmarks.distenv import LAUNCHER_VARIABLES
+
+    lines = SCRIPTS[name](tmp_path).splitlines()
+    unset = lines.index(f"unset {' '.join(LAUNCHER_VARIABLES)}")
+    assert unset < min(i for i, x in enumerate(lines) if x.startswith("srun "))
+    # nothing the script exports afterwards brings a stale rank back
+    assert not any(x.startswith(("export RANK=", "export WORLD_SIZE=")) for x in lines)

@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
-from benchmarks.distenv import RDZV_PORT_BASE, RDZV_PORT_SPAN
+from benchmarks.distenv import LAUNCHER_VARIABLES, RDZV_PORT_BASE, RDZV_PORT_SPAN
 from toolkit.errors import PctkError
 
 
@@ -87,6 +87,16 @@ def env_exports(env: Mapping[str, str]) -> list[str]:
             raise PctkError(f"environment variable name {name!r} is not valid",
                             "use letters, digits and _ only")
     return [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+
+
+def unset_launcher_variables() -> list[str]:
+    """Batch-script lines that drop RANK, WORLD_SIZE, MASTER_ADDR... (the variables torchrun
+    gives its ranks). sbatch exports the submitting shell's environment into the job, and
+    values a torchrun session or a notebook inside another job left there describe another
+    run: ranks started by srun would all take that rank and address. Without them each rank
+    reads its own from Slurm (benchmarks.distenv) and torchrun sets fresh ones."""
+    return ["# rank, world and rendezvous come from this job, not from the submitting shell",
+            f"unset {' '.join(LAUNCHER_VARIABLES)}"]
 
 
 def sbatch_header(spec: JobSpec) -> list[str]:

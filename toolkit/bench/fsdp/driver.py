@@ -26,7 +26,13 @@ from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.submit.efa import efa_env
-from toolkit.submit.jobspec import RDZV_PORT_SHELL, JobSpec, env_exports, sbatch_header
+from toolkit.submit.jobspec import (
+    RDZV_PORT_SHELL,
+    JobSpec,
+    env_exports,
+    sbatch_header,
+    unset_launcher_variables,
+)
 
 REPO = code_root()
 LAUNCHERS = ("srun", "torchrun")
@@ -221,6 +227,7 @@ def render_sbatch(job: FsdpJob) -> str:
         *sbatch_header(job_spec(job)),
         *(f"# {note}" for note in job.notes),
         "set -euo pipefail",
+        *unset_launcher_variables(),
         f"cd {q(str(job.repo))}",
         f"export PYTHONPATH={q(str(job.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",
         *env_exports(efa_env(job.uses_efa)),

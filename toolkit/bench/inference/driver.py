@@ -25,7 +25,7 @@ from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
-from toolkit.submit.jobspec import JobSpec, sbatch_header
+from toolkit.submit.jobspec import JobSpec, sbatch_header, unset_launcher_variables
 
 REPO = code_root()
 MODES = ("offline",)
@@ -238,6 +238,7 @@ def render_sbatch(job: InferenceJob) -> str:
            if job.tensor_parallel > 1 else "one process per node."),
         *sbatch_header(job_spec(job)),
         "set -euo pipefail",
+        *unset_launcher_variables(),
         f"cd {q(str(job.repo))}",
         f"export PYTHONPATH={q(str(job.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",
         f"rm -rf {q(str(job.run_dir / 'parts'))}",

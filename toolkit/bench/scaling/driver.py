@@ -23,7 +23,7 @@ from toolkit.bench.fsdp import driver as fsdp
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
 from toolkit.paths import new_run_dir
-from toolkit.submit.jobspec import sbatch_header
+from toolkit.submit.jobspec import sbatch_header, unset_launcher_variables
 
 MAX_SIZES = 16
 
@@ -96,6 +96,7 @@ def render_sbatch(job: ScalingJob) -> str:
         f"({'strong' if job.strong else 'weak'} scaling), launcher {top.launcher}.",
         *sbatch_header(spec),
         "set -uo pipefail  # a size that fails does not stop the others",
+        *unset_launcher_variables(),
         f"cd {q(str(top.repo))} || exit 2",
         f"export PYTHONPATH={q(str(top.repo))}${{PYTHONPATH:+:${{PYTHONPATH}}}}",
         'mapfile -t hosts < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")',
