@@ -87,17 +87,22 @@ def _drain_reasons(env: dict[str, str]) -> dict[str, str]:
 
 # 0.05 CPU, the least `local fault slow-cpu` takes: on a 2-core host busy with other work the
 # unthrottled pairs share the cores too, and 0.1 CPU left the slowed pair at 0.5 x the median
-# (0.150 vs 0.297 Gbps in one CI run), on the threshold itself
-@pytest.mark.parametrize(("kind", "node", "args"), [
-    ("slow-net", "cpu-dy-c5-8", ["--rate", "50mbit"]),
-    ("slow-cpu", "cpu-dy-c5-3", ["--cpus", "0.05"]),
+# (0.150 vs 0.297 Gbps in one CI run), on the threshold itself.
+# A 50 Mbit link is 20-35 x slower than the loopback pairs (0.006 vs 0.11-0.22 GB/s), so that
+# sweep judges at 0.3 x the median: at the default 0.5 a healthy partner's retest that met the
+# suite's busiest moment (every worker booting its twin) fell below half its round's controls
+# twice and was blamed beside the slowed node
+@pytest.mark.parametrize(("kind", "node", "args", "threshold"), [
+    ("slow-net", "cpu-dy-c5-8", ["--rate", "50mbit"], "0.3"),
+    ("slow-cpu", "cpu-dy-c5-3", ["--cpus", "0.05"], "0.5"),
 ])
-def test_sweep_names_and_drains_exactly_the_slowed_node(slow_twin, kind, node, args):
+def test_sweep_names_and_drains_exactly_the_slowed_node(slow_twin, kind, node, args, threshold):
     t, env, work = slow_twin
     r = subprocess.run([PCTK, "local", "fault", kind, node, *args, "--state-dir",
                         str(t.state_dir)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    rc, res = _sweep(env, work, "--drain")
+    rc, res = _sweep(env, work, "--drain", "--threshold", threshold)
+    assert res["threshold"] == float(threshold)
     assert res["blamed"] == [node], [(p["round"], p["nodes"], p["gbps"]) for p in res["pairs"]]
     assert rc == 1
     # 8 nodes: all 4 pairs at once, then the slow pair's two nodes with a good partner (and
