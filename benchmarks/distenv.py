@@ -101,7 +101,8 @@ RDZV_PORT_SPAN = 12000
 # What torchrun (or a launcher like it) exports to its ranks. A job's own ranks started by
 # srun must not inherit them from the shell that submitted the job (a torchrun session, a
 # notebook inside another job): sbatch/*.sbatch and every script pctk writes unset them
-# (toolkit.submit.jobspec.unset_launcher_variables, the slow-node pairs' --wrap).
+# (toolkit.submit.jobspec.unset_launcher_variables, also in ClusterExecutor jobs' setup; the
+# slow-node pairs' --wrap).
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                       "MASTER_ADDR", "MASTER_PORT")
 

@@ -8,6 +8,7 @@ import time
 import pytest
 import submitit
 
+from tests.twinutil import STALE_LAUNCHER
 from toolkit.errors import PctkError
 from toolkit.submit import ClusterExecutor, distributed_executor, submit_distributed
 
@@ -37,13 +38,19 @@ def test_gpu_queue_executor_sets_partition_gpus_and_efa_env(twin, tmp_path):
     assert env["SLURMD_NODENAME"].startswith("gpu-st-p5-")
 
 
-def test_cpu_queue_gets_no_efa_env(twin, tmp_path):
-    def fi() -> str:
+def test_cpu_queue_gets_no_efa_env(twin, tmp_path, monkeypatch):
+    # submitted from a notebook whose kernel a torchrun session started: its RANK, MASTER_ADDR...
+    # describe that run and do not reach the job
+    for k, v in STALE_LAUNCHER.items():
+        monkeypatch.setenv(k, v)
+
+    def fi() -> list[str]:
         import os
 
-        return os.environ.get("FI_PROVIDER", "<unset>")
+        return [os.environ.get(k, "<unset>") for k in ("FI_PROVIDER", "RANK", "MASTER_ADDR")]
 
-    assert ClusterExecutor(tmp_path, queue="cpu", timeout_min=5).submit(fi).result() == "<unset>"
+    assert ClusterExecutor(tmp_path, queue="cpu", timeout_min=5).submit(fi).result() == \
+        ["<unset>"] * 3
 
 
 def test_bad_requests_fail_before_anything_is_submitted(twin, tmp_path):

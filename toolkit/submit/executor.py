@@ -37,7 +37,7 @@ from toolkit.submit.cluster import load_cluster, use_running_twin
 from toolkit.submit.command import register_job
 from toolkit.submit.efa import efa_env
 from toolkit.submit.feasible import check_satisfiable
-from toolkit.submit.jobspec import JobSpec, sbatch_options
+from toolkit.submit.jobspec import JobSpec, sbatch_options, unset_launcher_variables
 from toolkit.submit.request import check_request
 
 # submitit's private members, checked against the installed submitit when first imported
@@ -121,7 +121,8 @@ class ClusterExecutor(SlurmExecutor):
         if exclusive:
             params["exclusive"] = True
         env = efa_env(self.resource.efa, debug=nccl_debug)
-        setup = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        setup = [*unset_launcher_variables(),
+                 *(f"export {k}={shlex.quote(v)}" for k, v in env.items())]
         if self.instance:
             setup.append(f"export PCTK_INSTANCE_TYPE={shlex.quote(self.instance.name)}")
         params["setup"] = setup
