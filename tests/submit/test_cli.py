@@ -92,6 +92,27 @@ def test_jobs_lists_my_jobs_from_sacct(twin, jobs_home, capsys):
     assert mine and mine[-1]["State"] == "COMPLETED" and mine[-1]["ExitCode"] == "0:0"
 
 
+def test_jobs_lists_names_with_a_bar_and_a_newline_whole(twin, jobs_home, capsys):
+    # job names reach Slurm verbatim; `|` and a newline in one must not split sacct's rows
+    name = "a|b\nc"
+    assert main(["submit", "-q", "cpu", "--wait", "-J", name, "--", "true"]) == 0
+    capsys.readouterr()
+    deadline = time.monotonic() + 20
+    while True:
+        assert main(["jobs", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        mine = [j for j in data["jobs"] if j["JobName"] == name]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert data["source"] == "sacct" and mine, [j["JobName"] for j in data["jobs"]]
+    assert mine[-1]["State"] == "COMPLETED" and mine[-1]["ExitCode"] == "0:0"
+    assert all(set(j) == set(data["jobs"][0]) and j["JobID"].split("_")[0].isdigit()
+               for j in data["jobs"])
+    assert main(["jobs"]) == 0
+    assert "a|b\\nc" in capsys.readouterr().out  # the table shows the newline as \n
+
+
 def _queued_named(twin, name: str) -> list[str]:
     return twin.cmd("squeue", "-h", "-n", name, "-o", "%i").stdout.split()
 

@@ -7,8 +7,10 @@ of watched jobs.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -71,6 +73,28 @@ def test_cancelled_job_is_reported_failed_within_one_poll(plain_twin, tmp_path):
     # one poll interval of the watcher (10 s) plus Slurm's own kill time
     assert time.monotonic() - t0 < 10 + 10
     assert job.state.startswith("CANCELLED")
+
+
+def test_jobs_from_squeue_keeps_names_with_a_bar_and_a_newline_whole(plain_twin, tmp_path):
+    # no sacct here: pctk jobs reads squeue; a name with `|` and a newline stays one job
+    # (it split the row and the command died with an IndexError)
+    env = {**os.environ, "PCTK_JOBS_DIR": str(tmp_path / "jobs")}
+    pctk = [sys.executable, "-m", "toolkit.cli"]
+    names = ["a|b\nc", "x\n1|2|3|4|5|6", "plain"]
+    for name in names:
+        r = subprocess.run([*pctk, "submit", "-q", "cpu", "--wait", "-J", name, "--", "true"],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+    r = subprocess.run([*pctk, "jobs", "--json"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["source"] == "squeue"
+    assert [j["JobName"] for j in data["jobs"] if j["JobName"] in names] == names
+    assert all(j["State"] == "COMPLETED" for j in data["jobs"] if j["JobName"] in names)
+    r = subprocess.run([*pctk, "jobs"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "a|b\\nc" in r.stdout
 
 
 def test_job_purged_from_the_controller_is_gone_not_waited_for(plain_twin):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import pwd
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,13 @@ from toolkit.submit.logfiles import find_logs, submitit_folder
 from toolkit.submit.longrun import still_queued, stop_signals_interrupt, stopped_message
 from toolkit.submit.wait import OK_STATES, StoppedWaiting, wait_for
 
-LIVE_FORMAT = "%i|%j|%T|%D|%M|%N|%r"  # squeue: id, name, state, nodes, elapsed, list, reason
+# The job name comes last in what pctk jobs asks of sacct and squeue: it is the one field a
+# user writes, and may hold "|" or a newline (names reach Slurm verbatim); last, it is split
+# off whole and its lines joined back (_parse_rows)
+JOB_FIELDS = ["JobID", "JobName", "State", "NNodes", "Elapsed", "ExitCode", "NodeList"]
+SACCT_FIELDS = [f for f in JOB_FIELDS if f != "JobName"] + ["JobName"]
+LIVE_FIELDS = ["JobID", "State", "NNodes", "Elapsed", "NodeList", "Reason", "JobName"]
+LIVE_FORMAT = "%i|%T|%D|%M|%N|%r|%j"  # squeue, in LIVE_FIELDS order
 ConfigOpt = typer.Option(None, "--config", "-c", help="Cluster config (default: the cluster "
                          "Slurm points at: $PCTK_CLUSTER_CONFIG, the twin, or ParallelCluster's).")
 
@@ -153,22 +160,17 @@ def jobs(
 ) -> None:
     """Your jobs: id, name, state, nodes, elapsed, exit code, why pending (sacct + squeue)."""
     use_running_twin()
-    fields = ["JobID", "JobName", "State", "NNodes", "Elapsed", "ExitCode", "NodeList"]
     user = None if all_users else os.environ.get("USER") or _whoami()
-    r = slurm.sacct_rows(fields, since=since, user=user)
+    r = slurm.sacct_rows(SACCT_FIELDS, since=since, user=user)
     rows: list[dict[str, str]] = []
     if r.returncode == 0:
-        rows = _parse_parsable(r.stdout, fields)
+        rows = [{f: row[f] for f in JOB_FIELDS} for row in _parse_rows(r.stdout, SACCT_FIELDS)]
     else:
         r = slurm.squeue_rows(LIVE_FORMAT, user=user, all_states=True)
         if r.returncode != 0:
             raise PctkError(f"neither sacct nor squeue answered: {slurm.error_line(r)}",
                             _no_slurm_hint())
-        for line in r.stdout.splitlines():
-            p = line.split("|")
-            rows.append({"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
-                         "Elapsed": p[4], "ExitCode": "", "NodeList": p[5] if len(p) > 5 else "",
-                         "Reason": p[6] if len(p) > 6 and p[2] == "PENDING" else ""})
+        rows = [_live_row(row) for row in _parse_rows(r.stdout, LIVE_FIELDS)]
     source = str(r.args[0])  # the command that answered: sacct, else squeue
     if source == slurm.SACCT:
         _merge_live(rows, user)
@@ -198,12 +200,8 @@ def _merge_live(rows: list[dict[str, str]], user: str | None) -> None:
     """Why pending jobs wait (sacct does not know; squeue does: PartitionConfig, Resources...),
     and the jobs slurmdbd has not recorded yet (a second or two after sbatch)."""
     sq = slurm.squeue_rows(LIVE_FORMAT, user=user)
-    live = {}
-    for line in sq.stdout.splitlines() if sq.returncode == 0 else []:
-        p = (line.split("|") + [""] * 7)[:7]
-        live[p[0]] = {"JobID": p[0], "JobName": p[1], "State": p[2], "NNodes": p[3],
-                      "Elapsed": p[4], "ExitCode": "", "NodeList": p[5],
-                      "Reason": p[6] if p[2] == "PENDING" else ""}
+    live = {row["JobID"]: _live_row(row)
+            for row in (_parse_rows(sq.stdout, LIVE_FIELDS) if sq.returncode == 0 else [])}
     for row in rows:
         now = live.pop(row["JobID"], None)
         pending = row.get("State", "").startswith("PENDING")
@@ -211,14 +209,25 @@ def _merge_live(rows: list[dict[str, str]], user: str | None) -> None:
     rows.extend(live.values())
 
 
-def _parse_parsable(text: str, fields: list[str]) -> list[dict[str, str]]:
-    """sacct -P rows; a job name holding a newline spans lines, so join until full."""
-    rows, pending = [], ""
-    for line in text.split("\n"):
-        pending = f"{pending}\n{line}" if pending else line
-        if pending.count("|") >= len(fields) - 1:
-            rows.append(dict(zip(fields, pending.split("|", len(fields) - 1), strict=False)))
-            pending = ""
+def _live_row(row: dict[str, str]) -> dict[str, str]:
+    """A squeue row in sacct's shape; the reason only for a job that waits."""
+    return {**{f: row.get(f, "") for f in JOB_FIELDS},
+            "Reason": row["Reason"] if row["State"] == "PENDING" else ""}
+
+
+_RECORD = re.compile(r"^\d+(?:_\S+)?\|")  # a job id, an array task's too (12_3, 12_[4-9])
+
+
+def _parse_rows(text: str, fields: list[str]) -> list[dict[str, str]]:
+    """``|``-separated rows whose last field is the job name: split off the other fields,
+    the rest is the name ("|" in it kept); a line that starts no new job (no id and fewer
+    separators) continues the name above it (a name holding a newline)."""
+    rows: list[dict[str, str]] = []
+    for line in text.rstrip("\n").split("\n") if text.strip() else []:
+        if not rows or (_RECORD.match(line) and line.count("|") >= len(fields) - 1):
+            rows.append(dict(zip(fields, line.split("|", len(fields) - 1), strict=False)))
+        else:
+            rows[-1][fields[-1]] = rows[-1].get(fields[-1], "") + "\n" + line
     return rows
 
 
