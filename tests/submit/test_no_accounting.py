@@ -90,7 +90,8 @@ def test_jobs_from_squeue_keeps_names_with_a_bar_and_a_newline_whole(plain_twin,
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["source"] == "squeue"
-    assert [j["JobName"] for j in data["jobs"] if j["JobName"] in names] == names
+    # (squeue's order differs between Slurm releases: 24.11 lists the newest first)
+    assert sorted(j["JobName"] for j in data["jobs"] if j["JobName"] in names) == sorted(names)
     assert all(j["State"] == "COMPLETED" for j in data["jobs"] if j["JobName"] in names)
     r = subprocess.run([*pctk, "jobs"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
