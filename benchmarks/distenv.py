@@ -107,6 +107,41 @@ LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "G
                       "MASTER_ADDR", "MASTER_PORT")
 
 
+def ephemeral_ports() -> range:
+    """The kernel's ephemeral range: source ports of outgoing connections come from it."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = f.read().split()[:2]
+        return range(int(lo), int(hi) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)  # Linux's default
+
+
+def local_rendezvous_port(avoid: tuple[range, ...] = ()) -> int:
+    """A port free now on this host for ranks started here without a job id to derive one
+    from (a one-rank check, ranks a test starts). Not ``bind(("", 0))``: that hands out an
+    ephemeral port, free again once the probe closes, and on a busy host any outgoing
+    connection may take it as its source port before the rank binds (EADDRINUSE). So: a port
+    above the ephemeral range where there is room, else below it, and none in ``avoid``."""
+    import random
+    import socket
+
+    eph = ephemeral_ports()
+    above = [p for p in range(eph.stop, 65536) if not any(p in r for r in avoid)]
+    candidates = above if len(above) >= 1000 else [
+        p for p in range(1024, eph.start) if not any(p in r for r in avoid)]
+    random.SystemRandom().shuffle(candidates)
+    for port in candidates[:200]:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free rendezvous port outside the kernel's ephemeral range")
+
+
 def default_master_port() -> int:
     """A port derived from the job and step ids, so concurrent jobs on a node do not clash."""
     job = _int_env("SLURM_JOB_ID", default=0)

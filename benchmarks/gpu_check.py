@@ -58,7 +58,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -66,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.distenv import local_rendezvous_port
 from benchmarks.vocab import parse_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,9 +139,7 @@ def torchrun(nprocs: int, module: str, args: list[str]) -> list[str]:
 def single_rank_env() -> dict[str, str]:
     """One rank of its own (no torchrun, so the train module's own exit code comes back:
     2 is a refusal such as --fp8 below sm89)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = local_rendezvous_port()
     return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
 

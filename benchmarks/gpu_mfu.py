@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from benchmarks.distenv import local_rendezvous_port
 
 # compile is on by default on GPUs now (benchmarks/fsdp/defaults.py): eager says so
 VARIANTS = {"eager": ["--no-compile"], "compile": ["--compile"]}
@@ -67,9 +68,7 @@ def command(a: argparse.Namespace, variant: str, out: Path) -> list[str]:
 
 
 def single_rank_env() -> dict[str, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = local_rendezvous_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
