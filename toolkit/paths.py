@@ -103,20 +103,42 @@ def missing_config(config: str | os.PathLike[str]) -> PctkError:
                      f"{guess}give a YAML file or a preset: {', '.join(presets)}")
 
 
+# folders a state root must never be: pctk creates and, on `--purge`, removes folders inside
+# its roots, and a root that is one of these would put its state among the system's files
+SYSTEM_FOLDERS = frozenset(map(Path, (
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt",
+    "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin",
+    "/usr/lib", "/usr/local", "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log",
+    "/var/tmp", "/var/run")))
+
+
+def checked_state_path(value: str | os.PathLike[str], source: str) -> Path:
+    """A state root or file (``PCTK_HOME``, ``PCTK_TWIN_DIR``, ``--state-dir``, ...) that may
+    hold pctk's state: not empty, not the root folder, a system folder or the home folder
+    itself. ``source`` names where the value came from, for the one-line refusal."""
+    text = os.fspath(value)
+    if not text.strip():
+        raise PctkError(f"{source} is set but empty",
+                        f"unset it for the default place, or name a folder: {source}=DIR")
+    path = Path(text)
+    resolved = path.expanduser().resolve()
+    home = Path.home().resolve()
+    if resolved in SYSTEM_FOLDERS or resolved == home:
+        what = "the root folder" if resolved == Path("/") else (
+            "your home folder" if resolved == home else f"the system folder {resolved}")
+        raise PctkError(f"{source}={text} would put pctk's state (results.db, twin/, jobs/) in "
+                        f"{what}", f"name a folder of its own: {source}=DIR")
+    return path
+
+
 def _env_path(name: str) -> Path | None:
     """The path a variable names; None when unset. Set but empty is a mistake (a script's
-    unset variable), not a wish for the default: refused, as is the root folder itself."""
+    unset variable), not a wish for the default: refused, as are the root, system and home
+    folders themselves (:func:`checked_state_path`)."""
     value = os.environ.get(name)
     if value is None:
         return None
-    if not value.strip():
-        raise PctkError(f"{name} is set but empty",
-                        f"unset it for the default place, or name a folder: {name}=DIR")
-    path = Path(value)
-    if path.resolve() == Path("/"):
-        raise PctkError(f"{name}=/ would put pctk's state (results.db, twin/, jobs/) in the "
-                        "root folder", f"name a folder of its own: {name}=DIR")
-    return path
+    return checked_state_path(value, name)
 
 
 def state_home() -> Path:

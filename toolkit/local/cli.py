@@ -193,17 +193,21 @@ def down(
     """Stop exactly the processes `up` started (by pid), cancelling jobs first."""
     console = cli_console(stderr=True)
     twin = clusters.select(state_dir, cluster)
+    existed = twin.state_dir.is_dir()
     stopped = twin.down(progress=lambda m: console.log(m), purge=purge)
+    removed = purge and existed and not twin.state_dir.exists()
     # the twin root's own leftovers: twins of this root whose folder was deleted
     swept = _sweep(console, twin.root) if purge else None
     if json_out:
         gc_json = {"gc": {**swept[0].to_json(), "not_stopped": swept[1]}} if swept else {}
-        emit_json({"stopped": stopped, "state_dir": str(twin.state_dir), **gc_json},
-                  indent=None, sort_keys=False)
+        emit_json({"stopped": stopped, "state_dir": str(twin.state_dir), "removed": removed,
+                   **gc_json}, indent=None, sort_keys=False)
     else:
         name = twin.status().cluster if not purge else None
+        gone = (f"; removed {twin.state_dir}" if removed else
+                f"; no twin folder {twin.state_dir} to remove")
         print((f"stopped {len(stopped)} processes" if stopped else "the twin was not running")
-              + (f"; removed {twin.state_dir}" if purge else f" ({name or twin.state_dir})"))
+              + (gone if purge else f" ({name or twin.state_dir})"))
 
 
 def _sweep(console: Console, under: Path | None) -> tuple[twin_gc.Leftovers, list[int]]:

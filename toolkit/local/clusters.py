@@ -15,7 +15,7 @@ from pathlib import Path
 
 from toolkit.local import precheck, slurmimage, state, stopsignals
 from toolkit.local.twin import Progress, Twin, TwinStatus
-from toolkit.paths import resolve_config, twin_dir
+from toolkit.paths import checked_state_path, resolve_config, twin_dir
 
 
 def _quiet(_: str) -> None:
@@ -23,7 +23,14 @@ def _quiet(_: str) -> None:
 
 
 def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    return (Path(root) if root else twin_dir()).absolute()
+    """The twin root: ``root`` (``--state-dir``, which typer may fill from PCTK_TWIN_DIR),
+    checked like every state root, else :func:`toolkit.paths.twin_dir`."""
+    if root is None:
+        return twin_dir().absolute()
+    # typer fills --state-dir from PCTK_TWIN_DIR: name the one the user wrote
+    source = ("PCTK_TWIN_DIR" if os.fspath(root) == os.environ.get("PCTK_TWIN_DIR")
+              else "--state-dir")
+    return checked_state_path(root, source).absolute()
 
 
 def known(root: str | os.PathLike[str] | None = None) -> dict[str, Twin]:

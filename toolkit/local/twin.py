@@ -648,7 +648,15 @@ class Twin:
 
     # ---------------------------------------------------------------- down
     def down(self, progress: Progress = _quiet, purge: bool = False) -> list[str]:
-        """Stop every process ``up`` started; returns the names of those that were running."""
+        """Stop every process ``up`` started; returns the names of those that were running.
+
+        ``purge`` also deletes the twin's folder, and only a folder that holds a twin.json of
+        this user's: anything else under that name is refused before anything is stopped.
+        """
+        if not self.state_dir.is_dir() and not self.state_dir.is_symlink():
+            return []  # no twin was ever here: nothing to stop, and no folder made for nothing
+        if purge:
+            self.check_removable()
         with state.lock(self.state_dir):
             st = self._load_state()
             ps = self._procs(st)
@@ -701,10 +709,29 @@ class Twin:
             self._remove_state_folder()
         return [*running_obs, *(p.name for p in running)]
 
+    def check_removable(self) -> None:
+        """Refuse (one line) to purge a folder pctk did not make: it must hold this user's
+        twin.json. A folder that does not exist is fine: there is nothing to remove."""
+        if not self.state_dir.exists() and not self.state_dir.is_symlink():
+            return
+        marker = self.state_file
+        why = None
+        if self.state_dir.is_symlink() or not self.state_dir.is_dir():
+            why = "is not a folder"
+        elif marker.is_symlink() or not marker.is_file():
+            why = f"holds no {marker.name}: it is not a twin's folder"
+        elif marker.stat().st_uid != os.getuid() or self.state_dir.stat().st_uid != os.getuid():
+            why = "belongs to another user"
+        if why:
+            raise PctkError(f"{self.state_dir} {why}; nothing removed",
+                            "pctk removes only the twin folders it made; delete it yourself "
+                            "if it must go")
+
     def _remove_state_folder(self) -> None:
         """Delete this twin's state; other clusters' twins kept inside (an old root) stay."""
         if not self.state_dir.is_dir():
             return
+        self.check_removable()
         nested = {p for p in self.state_dir.iterdir() if state.state_file(p).is_file()}
         if not nested:
             shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""pctk deletes only what it made: a purge next to a user's folder removes nothing and says
+so, and no state root (variable or --state-dir) may be the root, home or a system folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkit.local import state
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _pctk(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkit.cli", *argv], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env=env)
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PCTK_HOME", "XDG_STATE_HOME", "PCTK_RESULTS_DB", "PCTK_TWIN_DIR",
+                        "PCTK_JOBS_DIR", "SLURM_CONF")}
+    return {**env, "HOME": str(tmp_path / "home"), "PCTK_HOME": str(tmp_path / "state"),
+            **extra}
+
+
+def _one_line(r: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    for w in words:
+        assert w in line, line
+    return line
+
+
+def test_purge_with_no_twin_keeps_a_users_folder_of_the_default_name(tmp_path):
+    # the default cluster's folder name under the twin root, made by the user, no twin.json
+    root = tmp_path / "fr"
+    data = root / "p5_training" / "data"
+    data.mkdir(parents=True)
+    (data / "important.txt").write_text("keep me\n")
+    r = _pctk(_env(tmp_path, PCTK_TWIN_DIR=str(root)), "local", "down", "--purge")
+    _one_line(r, 2, "p5_training", "not a twin's folder", "nothing removed")
+    assert (data / "important.txt").read_text() == "keep me\n"
+
+
+def test_purge_by_state_dir_keeps_a_users_folder_and_removes_a_stopped_twins(tmp_path):
+    root = tmp_path / "twins"
+    (root / "p5_training").mkdir(parents=True)
+    (root / "p5_training" / "notes.txt").write_text("mine\n")
+    r = _pctk(_env(tmp_path), "local", "down", "--purge", "--state-dir", str(root))
+    _one_line(r, 2, "nothing removed")
+    assert (root / "p5_training" / "notes.txt").exists()
+
+    # a stopped twin's folder (twin.json written by pctk) is removed, and said so
+    twin = root / "mycluster"
+    twin.mkdir()
+    state.save(twin, state.TwinState(cluster="mycluster", config=str(tmp_path / "x.yaml")))
+    (twin / "slurmctld.log").write_text("log\n")
+    r = _pctk(_env(tmp_path), "local", "down", "--purge", "--state-dir", str(root),
+              "--cluster", "mycluster")
+    assert r.returncode == 0, r.stderr
+    assert f"removed {twin}" in r.stdout
+    assert not twin.exists()
+    assert (root / "p5_training" / "notes.txt").exists()
+
+
+def test_purge_of_a_missing_folder_says_there_was_nothing(tmp_path):
+    root = tmp_path / "empty-root"
+    r = _pctk(_env(tmp_path, PCTK_TWIN_DIR=str(root)), "local", "down", "--purge", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["removed"] is False
+
+
+def test_a_twin_json_that_is_a_link_is_no_marker(tmp_path):
+    root = tmp_path / "twins"
+    folder = root / "p5_training"
+    folder.mkdir(parents=True)
+    elsewhere = tmp_path / "real.json"
+    elsewhere.write_text(json.dumps({"cluster": "p5_training"}))
+    (folder / state.STATE_FILE).symlink_to(elsewhere)
+    (folder / "keep.txt").write_text("x")
+    r = _pctk(_env(tmp_path), "local", "down", "--purge", "--state-dir", str(root),
+              "--cluster", "p5_training")
+    _one_line(r, 2, "nothing removed")
+    assert (folder / "keep.txt").exists()
+
+
+@pytest.mark.parametrize("how", ["env", "option"])
+@pytest.mark.parametrize("folder", ["/", "/etc", "/usr/local", "HOME"])
+def test_a_system_or_home_folder_is_refused_as_twin_root(tmp_path, how, folder):
+    env = _env(tmp_path)
+    if folder == "HOME":
+        folder = str(tmp_path / "home")
+        Path(folder).mkdir()
+        # the refusal compares with the home folder Python finds; HOME is what it reads
+    extra = ["--state-dir", folder] if how == "option" else []
+    if how == "env":
+        env["PCTK_TWIN_DIR"] = folder
+    for argv in (["local", "status"], ["local", "down", "--purge"]):
+        r = _pctk(env, *argv, *extra)
+        _one_line(r, 2, "would put pctk's state")
+    assert Path("/etc/passwd").exists()
+
+
+@pytest.mark.parametrize("var", ["PCTK_HOME", "PCTK_JOBS_DIR", "PCTK_TWIN_DIR"])
+def test_every_state_variable_refuses_the_home_folder(tmp_path, var):
+    env = _env(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    env[var] = str(home)
+    argv = ["logs", "1"] if var == "PCTK_JOBS_DIR" else ["local", "status"]
+    _one_line(_pctk(env, *argv), 2, var, "your home folder")
