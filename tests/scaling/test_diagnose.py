@@ -127,3 +127,30 @@ def test_a_busy_twin_hosts_probe_noise_names_no_node_a_real_cluster_gap_does(
     rec["cluster"]["twin"] = True
     rec["metrics"]["breakdown"]["per_rank"][1]["link_recv_gb_per_s"] = 0.006
     assert link_outlier(rec) == ("cpu-dy-c5-2", 0.006, 4.54)
+
+
+@pytest.mark.parametrize("step,compute", [(0.9, 0.1599), (0.24674, 0.077), (0.041123, 0.0091),
+                                          (0.031093, 0.0134)])
+def test_a_prediction_is_never_above_one(records: list[dict], step: float,
+                                         compute: float) -> None:
+    """The model only adds costs to the base's step: at the base's own size it predicts
+    exactly 1, at a bigger one at most 1, whatever the last bits of the figures (these pairs
+    give (step - compute) + compute != step in floating point)."""
+    import copy
+
+    from toolkit.results.diagnose import Busbw
+    from toolkit.results.scaling import predict
+
+    assert (step - compute) + compute != step
+    base = copy.deepcopy(records[1])
+    mean = base["metrics"]["breakdown"]["mean_over_ranks"]
+    mean["step"], mean["compute"] = step, compute
+    busbw = Busbw(1.0, "test figure")
+    same = predict(base, base, busbw, busbw, strong=False)
+    assert same["efficiency_no_overlap"] == 1.0 and same["efficiency_overlap"] == 1.0
+    for strong in (False, True):
+        bigger = copy.deepcopy(records[1])
+        bigger["params"]["world_size"] *= 2
+        bigger["params"]["nodes"] *= 2
+        pred = predict(base, bigger, busbw, busbw, strong=strong)
+        assert 1.0 >= pred["efficiency_overlap"] >= pred["efficiency_no_overlap"] > 0

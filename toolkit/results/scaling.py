@@ -95,12 +95,16 @@ def predict(base: dict[str, Any], rec: dict[str, Any], busbw: Busbw | None,
     scale = p["world_size"] / p_base["world_size"] if strong else 1.0
     compute = mean["compute"] / scale
     extra = max(0.0, comm - base_comm)  # what the bigger size adds to the base's traffic
-    same = mean["step"] - mean["compute"] + compute
+    # the base's step less the compute the bigger size no longer does: exactly the base's step
+    # at the base's size ((a - b) + b need not be a in floating point)
+    same = mean["step"] - (mean["compute"] - compute)
     no_overlap = same + extra
     overlap = same + max(0.0, extra - compute)
 
-    def eff(step: float) -> float:  # per-GPU throughput relative to the base's
-        return mean["step"] / scale / step if step > 0 else 0.0
+    def eff(step: float) -> float:
+        """Per-GPU throughput relative to the base's. The prediction only adds costs to the
+        base's step, so it is at most 1; the bound holds against a last-bit rounding too."""
+        return min(1.0, mean["step"] / scale / step) if step > 0 else 0.0
 
     return {"busbw_gb_per_s": busbw.gb_per_s, "busbw_source": busbw.source, "comm_s": comm,
             "base_comm_s": base_comm, "step_no_overlap_s": no_overlap,
