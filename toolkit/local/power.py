@@ -191,6 +191,14 @@ def crash_node(state_dir: Path, node: str, slurmd: procs.Proc | None = None) -> 
     if p is None or not procs.is_running(p):
         return 0
     victims = procs.sharing_uts_namespace(p.pid) or [p]
+    # frozen before any dies, and frozen again until no new one appears: a process forked
+    # between the scan and the signals would live on as part of a machine that is gone
+    seen = {v.pid for v in victims}
+    procs.freeze(victims)
+    while more := [v for v in procs.sharing_uts_namespace(p.pid) if v.pid not in seen]:
+        seen.update(v.pid for v in more)
+        victims += more
+        procs.freeze(more)
     procs.kill(victims)
     _slurmd_record(state_dir, node).unlink(missing_ok=True)
     return len(victims)

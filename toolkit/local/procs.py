@@ -94,10 +94,21 @@ def stop(procs: list[Proc], timeout: float = 15.0) -> list[Proc]:
     return kill(alive)
 
 
+def freeze(procs: list[Proc]) -> None:
+    """SIGSTOP every running proc: none runs another instruction until it is killed."""
+    for p in procs:
+        if is_running(p):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGSTOP)
+
+
 def kill(procs: list[Proc]) -> list[Proc]:
     """SIGKILL every running proc at once (no handler runs: a machine that fails says nothing
     to anyone); returns those still alive after a few seconds."""
     alive = [p for p in procs if is_running(p)]
+    # all stopped first, then all killed: killed one by one, a shell whose child died first
+    # could run its next command (write a file, report to slurmctld) before its own turn
+    freeze(alive)
     for p in alive:
         with contextlib.suppress(ProcessLookupError):
             os.kill(p.pid, signal.SIGKILL)
