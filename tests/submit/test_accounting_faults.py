@@ -232,6 +232,8 @@ def test_scontrol_requeue_is_followed_to_the_new_run(dbd_up):
     assert code == 0, err
     assert json.loads(out)["states"] == {job_id: "COMPLETED"}
     assert f"job {job_id} was requeued by Slurm; waiting for its new run" in err, err
+    assert f"job {job_id} ran more than once: Slurm requeued it and its last run ended " \
+        "COMPLETED" in err, err
     logs = "".join(p.read_text() for p in (Path(os.environ["PCTK_JOBS_DIR"])).rglob(
         f"{job_id}.*.out"))
     assert "run 1" in logs
@@ -287,6 +289,9 @@ def test_node_failure_requeue_is_followed_and_the_new_run_returns(dbd_up, tmp_pa
         assert code == 0, err
         assert json.loads(out)["states"] == {cli_job: "COMPLETED"}
         assert f"job {cli_job} was requeued by Slurm" in err, err
+        # the user is told the job ran twice, why, and how to prevent it
+        assert f"job {cli_job} ran more than once: Slurm requeued it after NODE_FAIL" in err, err
+        assert "--no-requeue" in err, err
     finally:
         if cli.poll() is None:
             cli.kill()

@@ -106,7 +106,21 @@ def wait_for(task_ids: Iterable[str], *, poll_s: float = 5.0, console: Console |
 
             states, _ = slurm.wait_jobs(ids, read=read, ended=ended, timeout=timeout,
                                         poll=poll_s, on_poll=shown)
-            return {i: slurm.GONE if i in gone else states.get(i)
-                    or watcher.get_state(i, mode="cache") for i in ids}
+            final = {i: slurm.GONE if i in gone else states.get(i)
+                     or watcher.get_state(i, mode="cache") for i in ids}
     except KeyboardInterrupt:
         raise StoppedWaiting(sorted({i.split("_")[0] for i in ids})) from None
+    for job_id in sorted(watcher.requeued):
+        console.print(ran_again_line(job_id, watcher.requeued[job_id], final.get(job_id)),
+                      highlight=False, soft_wrap=True)
+    return final
+
+
+def ran_again_line(job_id: str, after: str, final: str | None) -> str:
+    """What a user must know of a job Slurm requeued: it ran more than once, and what its
+    earlier run did (files written, steps taken) before it was stopped was not undone."""
+    why = "" if after == "REQUEUED" else f" after {after}"
+    return (f"job {job_id} ran more than once: Slurm requeued it{why} and its last run ended "
+            f"{final or 'in an unknown state'}; what an earlier run did before it was stopped "
+            "is not undone (a job that must run at most once: submit it with --no-requeue; "
+            "SLURM_RESTART_COUNT tells each run which it is)")
