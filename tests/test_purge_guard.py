@@ -116,3 +116,23 @@ def test_every_state_variable_refuses_the_home_folder(tmp_path, var):
     env[var] = str(home)
     argv = ["logs", "1"] if var == "PCTK_JOBS_DIR" else ["local", "status"]
     _one_line(_pctk(env, *argv), 2, var, "your home folder")
+
+
+def test_configs_that_differ_only_in_dash_and_underscore_do_not_share_a_twin(tmp_path):
+    """rt-x.yaml and rt_x.yaml are both Slurm cluster rt_x: the second `up` would restart
+    the first one's twin and cancel its jobs. Refused before anything stops."""
+    preset = REPO / "cluster-configs" / "p5-training.yaml"
+    first, second = tmp_path / "rt-x.yaml", tmp_path / "rt_x.yaml"
+    first.write_text(preset.read_text())
+    second.write_text(preset.read_text())
+    root = tmp_path / "twins"
+    held = root / "rt_x"
+    held.mkdir(parents=True)
+    state.save(held, state.TwinState(cluster="rt_x", config=str(first)))
+    before = state.state_file(held).read_text()
+    r = _pctk(_env(tmp_path), "local", "up", "-c", str(second), "--state-dir", str(root))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    last = r.stderr.strip().splitlines()[-1]  # after the notice of which Slurm would run
+    for words in ("rt_x.yaml", "rt-x.yaml", "'rt_x'", "rename one config"):
+        assert words in last, last
+    assert state.state_file(held).read_text() == before

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from toolkit.errors import PctkError
 from toolkit.local import precheck, slurmimage, state, stopsignals
 from toolkit.local.twin import Progress, Twin, TwinStatus
 from toolkit.paths import checked_state_path, resolve_config, twin_dir
@@ -77,6 +78,7 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
     with stopsignals.as_exceptions(), state.up_lock(base, progress):
         twins = known(base)
         target = twins.get(name) or Twin(base / name, root=base)
+        _refuse_a_namesake(target, cfg, name)
         for other_name, other in running(base).items():
             if other_name == name:
                 continue
@@ -88,6 +90,21 @@ def up(config: str | os.PathLike[str] | None, root: str | os.PathLike[str] | Non
         return target.up(cfg, nodes=nodes, accounting=accounting, progress=progress,
                          force=force, check=bool(errors), slurm_release=slurm_release,
                          **extra)
+
+
+def _refuse_a_namesake(twin: Twin, cfg: Path, name: str) -> None:
+    """Two configs whose names differ but give one Slurm cluster name (rt-x.yaml and
+    rt_x.yaml: Slurm allows no '-') would share one twin: the second's ``up`` would restart
+    the first's and cancel its jobs. Refused; the same name in another folder is the same
+    cluster, as in ParallelCluster, and restarts it."""
+    st = state.load(twin.state_dir)
+    held = Path(st.config).stem if st and st.config else None
+    if held is not None and held != cfg.stem:
+        raise PctkError(
+            f"{cfg.name} and the twin of {held}.yaml ({st.config if st else ''}) both map to "
+            f"Slurm cluster name {name!r}, so they would share one twin",
+            f"rename one config (names differ in more than '-' and '_'), or remove the other "
+            f"twin: pctk local down --cluster {name} --purge")
 
 
 def slurm_of(twin: Twin | None) -> str | None:
