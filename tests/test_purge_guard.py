@@ -130,7 +130,10 @@ def test_configs_that_differ_only_in_dash_and_underscore_do_not_share_a_twin(tmp
     held.mkdir(parents=True)
     state.save(held, state.TwinState(cluster="rt_x", config=str(first)))
     before = state.state_file(held).read_text()
-    r = _pctk(_env(tmp_path), "local", "up", "-c", str(second), "--state-dir", str(root))
+    try:
+        r = _pctk(_env(tmp_path), "local", "up", "-c", str(second), "--state-dir", str(root))
+    finally:  # had it started the twin, it must not outlive the test
+        _pctk(_env(tmp_path), "local", "down", "--state-dir", str(root), "--cluster", "rt_x")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     last = r.stderr.strip().splitlines()[-1]  # after the notice of which Slurm would run
     for words in ("rt_x.yaml", "rt-x.yaml", "'rt_x'", "rename one config"):
