@@ -132,10 +132,11 @@ def test_configs_that_differ_only_in_dash_and_underscore_do_not_share_a_twin(tmp
     before = state.state_file(held).read_text()
     try:
         r = _pctk(_env(tmp_path), "local", "up", "-c", str(second), "--state-dir", str(root))
+        after = state.state_file(held).read_text()
     finally:  # had it started the twin, it must not outlive the test
         _pctk(_env(tmp_path), "local", "down", "--state-dir", str(root), "--cluster", "rt_x")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     last = r.stderr.strip().splitlines()[-1]  # after the notice of which Slurm would run
     for words in ("rt_x.yaml", "rt-x.yaml", "'rt_x'", "rename one config"):
         assert words in last, last
-    assert state.state_file(held).read_text() == before
+    assert after == before
