@@ -21,6 +21,7 @@ from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.fsutil import require_parent
 from toolkit.results import metrics as m
+from toolkit.results import verdicts
 from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison, compare_records
 from toolkit.results.history import describe_change_point, load_series, trend_json
@@ -115,6 +116,13 @@ def list_results(
     console.print(table)
     if any(r["baseline"] for r in rows):
         console.print("* baseline of its cluster / instance type / kind")
+    if rows:
+        latest = verdicts.latest_of_each(records)
+        worst = verdicts.overall(latest)
+        failed = [f"{r['kind']} {_short(r['id'])}" for r in latest
+                  if verdicts.status_of(r) == worst and worst in ("WARN", "FAIL")]
+        console.print(f"overall (newest listed run of each kind and cluster): {worst}"
+                      + (f" — {', '.join(failed)}" if failed else ""), highlight=False)
 
 
 @app.command("show")
@@ -436,9 +444,10 @@ def report_command(
         report = render_report(store, cluster, instance_type, limit)
     path = report.write(out)
     if as_json:
-        emit_json({"path": str(path), "results": report.results})
+        emit_json({"path": str(path), "results": report.results, "overall": report.overall})
     else:
-        typer.echo(f"wrote {path} ({report.results} results)")
+        typer.echo(f"wrote {path} ({report.results} results); overall: {report.overall}")
+    fail_if(report.overall == "FAIL")
 
 
 def diagnose_command(

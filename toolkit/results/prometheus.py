@@ -18,9 +18,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
-from benchmarks.record import check_created
+from benchmarks.record import KINDS, check_created
 from toolkit.errors import PctkError
 from toolkit.results import metrics as m
+from toolkit.results import verdicts
 from toolkit.results.baseline import judge
 from toolkit.results.store import ResultStore, group_key
 
@@ -117,9 +118,11 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
     def family(name: str, help_text: str) -> Family:
         return fams.setdefault(name, Family(name, help_text))
 
-    for kind in ("nccl-tests", "collectives", "fsdp", "health", "storage", "inference",
-                 "serving"):
+    latest: list[dict[str, Any]] = []
+    regressions = 0
+    for kind in KINDS:  # every kind: a failed slow-node sweep or scaling study shows too
         for record in latest_per_workload(store) if kind == "fsdp" else store.latest(kind):
+            latest.append(record)
             group = _group_labels(record)
             if (workload := m.workload(record)) != "pretrain":  # a series of its own
                 group = {**group, "workload": workload}
@@ -139,7 +142,13 @@ def collect(store: ResultStore, threshold: float) -> list[Family]:
                        "Figures of the latest result that regressed against the baseline "
                        "(manual where set, else the median of its recent passing runs)."
                        ).add({**labels, "reference": basis}, len(judged.regressions))
+                regressions += len(judged.regressions)
             _add_kind_samples(record, labels, group, family)
+    if latest:
+        family("pctk_overall_verdict_status",
+               "Worst verdict over the latest result of every kind and group, as `pctk "
+               "report` says it: 0 PASS, 1 WARN, 2 FAIL, 3 UNKNOWN."
+               ).add({}, VERDICT_CODE[verdicts.overall(latest, regressions)])
     return list(fams.values())
 
 

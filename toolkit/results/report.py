@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.record import check_created
 from toolkit.fsutil import atomic_write_text
 from toolkit.results import metrics as m
-from toolkit.results import plots
+from toolkit.results import plots, verdicts
 from toolkit.results.baseline import judge, latest_of_each_group
 from toolkit.results.compare import DEFAULT_THRESHOLD, Comparison
 from toolkit.results.reportparts import esc, expected_busbw, table, td
@@ -354,11 +354,6 @@ def health_section(store: ResultStore, groups: set[tuple[str, str]]) -> str:
     return "".join(parts) or '<p class="empty">no health results</p>'
 
 
-VERDICT_ORDER = ("PASS", "UNKNOWN", "WARN", "FAIL")
-VERDICT_KINDS = ("nccl-tests", "collectives", "fsdp", "health", "storage", "scaling",
-                 "inference", "serving")
-
-
 def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) -> str:
     """The worst verdict over the latest run of each kind and cluster, with counts.
 
@@ -367,13 +362,11 @@ def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) 
     """
     if not latest:
         return '<div class="banner UNKNOWN"><strong>Overall: no results</strong></div>'
-    counts = {s: 0 for s in VERDICT_ORDER}
+    counts = {s: 0 for s in verdicts.ORDER}
     for record in latest:
         counts[_status(record)] += 1
-    worst = max((s for s, n in counts.items() if n), key=VERDICT_ORDER.index)
     regressions = sum(len(c.regressions) for c in comparisons)
-    if regressions and VERDICT_ORDER.index(worst) < VERDICT_ORDER.index("WARN"):
-        worst = "WARN"
+    worst = verdicts.overall(latest, regressions)
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     extra = f"; {regressions} regression(s) against baselines" if regressions else ""
     twin = sum(on_twin(r) for r in latest)
@@ -382,15 +375,13 @@ def verdict_banner(latest: list[dict[str, Any]], comparisons: list[Comparison]) 
     items = "".join(
         f"<li><b>{esc(_status(r))}</b>: {esc(r['kind'])} on {esc(group_label(group_key(r)))}"
         f"{twin_mark([r])} — {esc(_first_reason(r))}</li>" for r in
-        sorted(bad, key=lambda r: -VERDICT_ORDER.index(_status(r))))
+        sorted(bad, key=lambda r: -verdicts.ORDER.index(_status(r))))
     return (f'<div class="banner {worst}" id="verdict"><strong>Overall: {worst}</strong>'
             f"latest run of each kind and cluster: {esc(summary)}{esc(extra)}{esc(where)}"
             + (f"<ul>{items}</ul>" if items else "") + "</div>")
 
 
-def _status(record: dict[str, Any]) -> str:
-    status = str((record.get("verdict") or {}).get("status") or "UNKNOWN")
-    return status if status in VERDICT_ORDER else "UNKNOWN"
+_status = verdicts.status_of
 
 
 def _first_reason(record: dict[str, Any]) -> str:
@@ -451,7 +442,7 @@ def storage_section(records: list[dict[str, Any]], groups: set[tuple[str, str]])
     if not scaling:
         return '<p class="empty">no storage results</p>'
     images, rows = [], []
-    for record in latest_of_each(storage):
+    for record in verdicts.latest_of_each(storage):
         key = group_key(record)
         if key not in scaling:
             continue
@@ -521,20 +512,11 @@ def scaling_section(records: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
-def latest_of_each(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest record of each kind and (cluster, instance type), from records listed
-    newest first (what ``store.latest`` gives, without reading the store again)."""
-    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for record in records:
-        if record["kind"] in VERDICT_KINDS:
-            seen.setdefault((record["kind"], *group_key(record)), record)
-    return [seen[key] for key in sorted(seen, key=lambda k: (VERDICT_KINDS.index(k[0]), k))]
-
-
 @dataclass(frozen=True)
 class Report:
     html: str
     results: int  # records shown
+    overall: str = "UNKNOWN"  # toolkit.results.verdicts.overall of the latest runs
 
     def write(self, out: Path) -> Path:
         return atomic_write_text(out, self.html, mode=0o644)
@@ -580,7 +562,7 @@ def render_report(store: ResultStore, cluster: str | None = None,
     series = build_series(gather(store.each(cluster=cluster, instance_type=instance_type)))
     count = sum(group.runs for group in groups.values())
     keys = set(groups)
-    latest = latest_of_each(newest.values())
+    latest = verdicts.latest_of_each(newest.values())
     judged = [judge(store, record, threshold) for record in latest]
     comparisons = [c for c in judged if c.basis == "manual baseline" or c.points]
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -605,7 +587,7 @@ def render_report(store: ResultStore, cluster: str | None = None,
         f"<h1>pctk report</h1><p class=\"meta\">generated {esc(generated)} from "
         f"{esc(store.path)} — {count} result(s)</p>"
         f"{verdict_banner(latest, comparisons)}{body}</body></html>\n",
-        count)
+        count, verdicts.overall(latest, sum(len(c.regressions) for c in comparisons)))
 
 
 def write_report(store: ResultStore, out: Path, cluster: str | None = None,
