@@ -27,9 +27,15 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from benchmarks.robust import Outlier, worst_outlier
+
 WARN_RATIO = 1.5
 FAIL_RATIO = 3.0
 MIN_LATENESS = 0.10  # of the median step time
+# a node whose compute takes this many times the other nodes' median holds every step back:
+# FSDP's collectives wait for it inside forward and backward, where the end-of-step lateness
+# above does not see it
+COMPUTE_OUTLIER = 2.0
 
 
 def compute_probe(x: Any, n: int) -> None:
@@ -108,3 +114,29 @@ def describe(s: dict[str, Any]) -> str:
             f"{s['local_s'] * 1000:.1f} ms, {ratio:.2f}x the median rank; {waits}: "
             f"{s['verdict']} (WARN from {WARN_RATIO}x, FAIL from {FAIL_RATIO}x, if >= "
             f"{MIN_LATENESS:.0%} of the step)")
+
+
+def compute_straggler(breakdown: dict[str, Any]) -> tuple[Outlier, int] | None:
+    """(the node whose compute stands out, its slowest rank), or None, from a record's
+    step-time breakdown. Each node's figure is its slowest rank's ``compute`` (forward and
+    backward without communication, measured in the same phase on every rank, so a host's
+    shared CPUs slow all ranks alike and a throttled node still stands out); an outlier is
+    :data:`COMPUTE_OUTLIER` x the median of the other nodes' and beyond their spread
+    (:func:`benchmarks.robust.worst_outlier`)."""
+    per_node: dict[str, float] = {}
+    rank_of: dict[str, int] = {}
+    for r in breakdown.get("per_rank") or []:
+        value, node = r.get("compute"), r.get("node")
+        if isinstance(value, int | float) and isinstance(node, str) \
+                and value > per_node.get(node, 0.0):
+            per_node[node], rank_of[node] = float(value), int(r.get("rank", -1))
+    found = worst_outlier(per_node, higher_is_worse=True, min_ratio=COMPUTE_OUTLIER)
+    return (found, rank_of[found.key]) if found else None
+
+
+def describe_compute(found: tuple[Outlier, int]) -> str:
+    """One line for a compute straggler."""
+    out, rank = found
+    return (f"rank {rank} on {out.key}: compute {out.value * 1000:.1f} ms a step, "
+            f"{out.ratio:.1f}x the other nodes' median ({out.reference * 1000:.1f} ms): "
+            "a straggler (FAIL from " f"{COMPUTE_OUTLIER}x)")

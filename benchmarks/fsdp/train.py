@@ -476,8 +476,13 @@ def verdict(metrics: dict[str, Any], steps_wanted: int) -> tuple[str, list[str]]
     if not metrics.get("measured_steps"):
         return "WARN", ["no step ran after the timing warm-up; throughput not measured"]
     straggler = metrics.get("stragglers") or {}
-    if straggler.get("verdict") in ("WARN", "FAIL"):
-        return straggler["verdict"], [stragglers.describe(straggler)]
+    if straggler.get("verdict") == "FAIL":
+        return "FAIL", [stragglers.describe(straggler)]
+    slow = stragglers.compute_straggler(metrics.get("breakdown") or {})
+    if slow is not None:
+        return "FAIL", [stragglers.describe_compute(slow)]
+    if straggler.get("verdict") == "WARN":
+        return "WARN", [stragglers.describe(straggler)]
     return "PASS", []
 
 

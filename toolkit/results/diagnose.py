@@ -8,7 +8,10 @@ per-rank link probe, MFU and checkpoint figures. Output: one ``bottleneck`` from
 compared to) and what to try. The rules, first match wins:
 
 1. ``straggler``: the record's straggler verdict is WARN or FAIL (one rank's local update
-   is slow *and* the others lose time waiting for it): that rank's node.
+   is slow *and* the others lose time waiting for it), or one node's compute stands out
+   (:func:`benchmarks.fsdp.stragglers.compute_straggler`): that node. The ranks' compute is measured
+   in the same phase on every rank, so the twin's shared CPUs slow all of them alike and a
+   throttled node still stands out.
 2. ``interconnect`` with a node: one node's incoming link (link probe) is below
    :data:`LINK_OUTLIER` x the median of the other nodes' (:data:`LINK_OUTLIER_TWIN` on the
    twin) and the exposed communication is at least :data:`LINK_MIN_COMM_SHARE` of the step.
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.fsdp.config import ModelArgs
+from benchmarks.fsdp.stragglers import compute_straggler
 from toolkit.results import commvolume
 
 BOTTLENECKS = ("compute", "interconnect", "straggler", "storage", "overhead",
@@ -152,6 +156,7 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
         evidence.append(f"MFU {mfu:.1%} of the {metrics.get('peak_tflops')} TFLOP/s peak")
     node: str | None = None
     straggler = metrics.get("stragglers") or {}
+    slow_compute = compute_straggler(b)
     outlier = link_outlier(rec)
     twin = bool(cluster.get("twin"))
     ckpt_share = share.get("checkpoint", 0.0) + share.get("data", 0.0)
@@ -169,6 +174,21 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
         advice = [f"check {node} (`pctk health run --nodes {node}`, `pctk health slow-nodes`), "
                   f"drain it (`pctk health drain {node}`) and rerun without it"]
         summary = f"a straggler: {node} holds every step back"
+    elif slow_compute is not None:
+        found, rank = slow_compute
+        bottleneck, node = "straggler", found.key
+        link = {r["node"]: r.get("link_recv_gb_per_s") for r in b.get("per_rank") or []}
+        probe = (f"; its link probe {link[node]:.3g} GB/s" if isinstance(link.get(node), float)
+                 else "")
+        evidence.insert(0, f"rank {rank} on {node}: compute {_ms(found.value)} a step against "
+                        f"{_ms(found.others[0])}-{_ms(found.others[1])} on the other nodes "
+                        f"(median {_ms(found.reference)}, {found.ratio:.1f}x){probe}; FSDP's "
+                        "collectives wait for it in every forward and backward")
+        advice = [f"check {node} (`pctk health run --nodes {node}`: clocks, throttling, "
+                  f"other processes), drain it (`pctk health drain {node}`) and rerun "
+                  "without it"]
+        summary = f"a straggler: {node} computes {found.ratio:.1f}x slower and holds every " \
+                  "step back"
     elif outlier is not None and share.get("exposed_comm", 0) >= LINK_MIN_COMM_SHARE:
         bottleneck, node = "interconnect", outlier[0]
         evidence.insert(0, f"{node} receives at {outlier[1]:.3g} GB/s, the other nodes at "

@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmarks.fsdp.config import PRESETS, TrainConfig, to_argv
 from benchmarks.fsdp.defaults import gpu_defaults
+from benchmarks.fsdp.stragglers import compute_straggler, describe_compute
 from benchmarks.fsdp.stragglers import describe as describe_stragglers
 from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
@@ -285,7 +286,7 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                                 f"{num('step_time_p90_s', '.3f')} s"),
         ("peak memory", _memory_line(m)),
         ("final loss", num("final_loss", ".4f")),
-        ("stragglers", _straggler_line(m.get("stragglers"))),
+        ("stragglers", _straggler_line(m.get("stragglers"), m.get("breakdown"))),
         ("checkpoint save", f"{saves[-1]['gb_per_s']:.2f} GB/s ({len(saves)} saves)"
                             if saves else "-"),
         ("checkpoint load", f"{load['gb_per_s']:.2f} GB/s (resumed at step {load['step']})"
@@ -329,8 +330,12 @@ def _memory_line(m: dict[str, Any]) -> str:
     return ", ".join(parts) + (f" ({kind})" if kind else "")
 
 
-def _straggler_line(s: dict[str, Any] | None) -> str:
-    return describe_stragglers(s) if s else "-"
+def _straggler_line(s: dict[str, Any] | None, breakdown: dict[str, Any] | None) -> str:
+    """The optimizer-update judgement, and a node whose compute stands out before it (a
+    slow rank's cost in FSDP is the others' wait inside the collectives)."""
+    slow = compute_straggler(breakdown) if breakdown else None
+    line = describe_stragglers(s) if s else "-"
+    return f"{describe_compute(slow)}; {line}" if slow else line
 
 
 def _count(n: int) -> str:
