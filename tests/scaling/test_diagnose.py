@@ -154,3 +154,26 @@ def test_a_prediction_is_never_above_one(records: list[dict], step: float,
         bigger["params"]["nodes"] *= 2
         pred = predict(base, bigger, busbw, busbw, strong=strong)
         assert 1.0 >= pred["efficiency_overlap"] >= pred["efficiency_no_overlap"] > 0
+
+
+def test_pctk_diagnose_takes_the_id_a_scaling_study_printed(
+        records: list[dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    db = str(tmp_path / "r.db")
+    result = study(records, strong=False)
+    rec = scaling_record(records, result, {"mode": "weak", "model": "tiny"})
+    with ResultStore(tmp_path / "r.db") as store:
+        for r in [*records, rec]:
+            store.add(r)
+    assert main(["diagnose", rec["id"][:12], "--db", db, "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    # the largest size's diagnosis, judged again from the stored per-size records
+    assert verdict["study"] == rec["id"] and verdict["record_id"] == records[-1]["id"]
+    assert verdict["bottleneck"] == result["bottleneck"] and verdict["nodes"] == 2
+    # a path that is not there is said to be missing, not looked up as an id
+    for ref in ("../nope/record.json", str(tmp_path / "gone.json"), str(tmp_path)):
+        assert main(["diagnose", ref, "--db", db]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+        assert "does not exist" in err or "is not a regular file" in err, err

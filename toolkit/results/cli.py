@@ -450,13 +450,32 @@ def report_command(
     fail_if(report.overall == "FAIL")
 
 
+def _scaling_diagnosis(rec: dict[str, Any], store: ResultStore) -> dict[str, Any]:
+    """A scaling study's diagnosis: its largest size's, judged again from the stored FSDP
+    records where they all are (today's rules), else as the study recorded it."""
+    from toolkit.results.diagnose import NotDiagnosable
+    from toolkit.results.scaling import study
+
+    ids = [i for i in (rec.get("params") or {}).get("records") or [] if isinstance(i, str)]
+    result = rec.get("metrics") or {}
+    if ids and all(store.has(i) for i in ids):
+        strong = (rec.get("params") or {}).get("mode", result.get("mode")) == "strong"
+        result = study([store.get(i) for i in ids], strong=strong, store=store)
+    sizes = result.get("sizes") or []
+    if not sizes or not isinstance(sizes[-1], dict) or "diagnosis" not in sizes[-1]:
+        raise NotDiagnosable("this scaling record holds no per-size diagnosis")
+    return {**sizes[-1]["diagnosis"], "evidence": result.get("evidence")
+            or sizes[-1]["diagnosis"]["evidence"], "study": rec.get("id")}
+
+
 def diagnose_command(
-    record: str = typer.Argument(..., help="An FSDP record file, or a stored result id "
-                                 "(or a unique prefix)."),
+    record: str = typer.Argument(..., help="An FSDP or scaling record file, or a stored "
+                                 "result id (or a unique prefix)."),
     db: Path | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Which layer bounds an FSDP run (compute, interconnect, straggler, storage, overhead)."""
+    """Which layer bounds an FSDP run or a scaling study's largest size (compute,
+    interconnect, straggler, storage, overhead)."""
     from benchmarks.record import RecordError, read_record
     from toolkit.results.diagnose import NotDiagnosable, diagnose
     from toolkit.results.scaling import busbw_for
@@ -468,13 +487,21 @@ def diagnose_command(
                 rec = read_record(path)
             except (RecordError, OSError, ValueError) as exc:
                 raise PctkError(f"{path}: not a pctk result record ({exc})") from None
+        elif path.exists() or "/" in record or record.endswith(".json"):
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise PctkError(f"{record} {what}",
+                            "give a record file (record.json of a run folder) or a stored "
+                            "result id (`pctk results list`)")
         else:
             rec = store.get(record)
         try:
-            verdict = diagnose(rec, busbw_for(rec, store))
+            if rec.get("kind") == "scaling":
+                verdict = _scaling_diagnosis(rec, store)
+            else:
+                verdict = diagnose(rec, busbw_for(rec, store))
         except NotDiagnosable as exc:
             raise PctkError(f"{record}: {exc}", "give an FSDP record from `pctk bench fsdp` "
-                            "or `pctk bench scaling`") from None
+                            "or a study from `pctk bench scaling`") from None
     if as_json:
         emit_json(verdict)
         return
