@@ -36,11 +36,12 @@ SLURM ?=
 # newer release, beside the whole suite on the system's Slurm; TEST_SLURM= skips that leg
 TEST_SLURM ?= 24.11
 
-.PHONY: help deps venv test lint demo twin-up twin-down clean
+.PHONY: help deps venv test check lint demo twin-up twin-down clean
 
 help:
 	@echo "make demo   - start the local Slurm twin, run the main job, print the results"
 	@echo "make test   - run the tests (on the real twin)"
+	@echo "make check  - the quick tier: lint and the tests that need no Slurm twin (minutes)"
 	@echo "make lint   - ruff and mypy"
 	@echo "make deps   - install the Debian packages (root)"
 	@echo "make venv   - create $(VENV) with pctk and its dependencies"
@@ -99,6 +100,14 @@ ifneq ($(TEST_SLURM),)
 else
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(XDIST) --durations=25 $(PYTEST_ARGS)
 endif
+
+# The inner loop: ruff, mypy and every test module that neither asks for the twin nor starts
+# one (marker `twin`, set by tests/conftest.py from the module's fixtures and text). No Debian
+# packages needed beyond Python; `make test` remains what proves the product.
+check: venv
+	$(VENV)/bin/ruff check toolkit benchmarks tests
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not twin" --durations=10 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests
