@@ -448,20 +448,14 @@ def diagnose_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Which layer bounds an FSDP run (compute, interconnect, straggler, storage, overhead)."""
-    from benchmarks.record import RecordError, read_record
-    from toolkit.results.diagnose import NotDiagnosable, diagnose
+    from toolkit.results.diagnose import NotDiagnosable, breakdown_of, diagnose
+    from toolkit.results.ingest import record_from
     from toolkit.results.scaling import busbw_for
 
     with open_store(db) as store:
-        path = Path(record)
-        if path.is_file():
-            try:
-                rec = read_record(path)
-            except (RecordError, OSError, ValueError) as exc:
-                raise PctkError(f"{path}: not a pctk result record ({exc})") from None
-        else:
-            rec = store.get(record)
+        rec = record_from(record, store)
         try:
+            breakdown_of(rec)  # another kind's params.nodes is no FSDP node count
             verdict = diagnose(rec, busbw_for(rec, store))
         except NotDiagnosable as exc:
             raise PctkError(f"{record}: {exc}", "give an FSDP record from `pctk bench fsdp` "
