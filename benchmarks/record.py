@@ -13,8 +13,8 @@ Node-side module: standard library only. A record is a JSON object::
                   "twin": bool},   # true on pctk's local twin (emulated nodes, one host)
       "software": {"torch": ..., "nccl": ..., "aws_ofi_nccl": ..., "efa": ..., "libfabric": ...,
                    "driver": ..., "cuda": ..., "python": ...},   # null where unknown
-      "params": {...},      # what was asked for (kind-specific)
-      "metrics": {...},     # what was measured (kind-specific)
+      "params": {...},      # what was asked for (kind-specific: KIND_FIELDS has what
+      "metrics": {...},     # what was measured    readers rely on, checked at the store)
       "verdict": {"status": "PASS"|"WARN"|"FAIL"|"UNKNOWN", "reasons": [str]},
       "raw_logs": [str]     # paths of raw logs kept beside the record (relative to it)
     }
@@ -34,6 +34,8 @@ import socket
 import stat
 import tempfile
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -327,12 +329,229 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def validate_record(rec: Any, _values_checked: bool = False) -> dict[str, Any]:
-    """Check a record before it is written or stored; return it.
+# --- what readers rely on, kind by kind ---------------------------------------------------
+# Readers of the store compute with these fields: `pctk diagnose` builds the model's shape from
+# params.model_args, `pctk plan` takes a checkpoint rate from metrics.checkpoint_saves, `pctk
+# report` sorts a scaling study's sizes by node count. So a record is refused at the store's
+# door when one of them is there but of the wrong type or out of range, instead of every
+# reader guarding every use. Absent or null passes (older records, a figure a run did not
+# measure) unless required; fields a table does not name are free. The bounds are physical,
+# not judgements: 1e308 GB/s is a broken writer, not a fast file system.
 
-    The envelope (fields, kinds, statuses, cluster types, a sane ``created``) and every
-    value (see :func:`check_values`, :data:`MAX_RECORD_BYTES`); the kind-specific layout of
-    ``metrics`` is the readers' business. Producers call this through :func:`write_record`.
+MAX_GB_PER_S = 1e6  # a p5.48xlarge node has 400 GB/s of EFA, an H200 about 4,800 of HBM
+MAX_PER_S = 1e12  # tokens, requests, I/Os or files per second
+MAX_SECONDS = 1e9  # about 30 years
+MAX_COUNT = 10**9  # ranks, nodes, steps, batch sizes, model dimensions
+
+
+@dataclass(frozen=True)
+class Num:
+    """A number, never a bool, from ``low`` to ``high``; ``whole``: an integer."""
+
+    low: float
+    high: float
+    whole: bool = False
+    unit: str = ""
+
+    def expected(self) -> str:
+        what = "a whole number" if self.whole else "a number"
+        return f"{what} from {self.low:g} to {self.high:g}" + (f" {self.unit}" if self.unit else "")
+
+
+@dataclass(frozen=True)
+class Text:
+    pass
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Spec
+
+
+@dataclass(frozen=True)
+class Obj:
+    """An object: ``fields`` by name, ``others`` for every other key (a map keyed by name,
+    such as node -> figure), ``required`` must be there and not null."""
+
+    fields: Mapping[str, Spec] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    others: Spec | None = None
+
+
+Spec = Num | Text | ListOf | Obj
+
+TEXT, TEXTS = Text(), ListOf(Text())
+COUNT, POSITIVE = Num(0, MAX_COUNT, whole=True), Num(1, MAX_COUNT, whole=True)
+BYTES = Num(0, INT_MAX, whole=True, unit="bytes")
+SECONDS = Num(0, MAX_SECONDS, unit="seconds")
+GB_PER_S = Num(0, MAX_GB_PER_S, unit="GB/s")  # 0: a save too quick for the clock
+MB_PER_S = Num(0, MAX_GB_PER_S * 1000, unit="MB/s")
+PER_S = Num(0, MAX_PER_S, unit="per second")
+TFLOPS = Num(0, 1e6, unit="TFLOP/s")
+FRACTION = Num(0, 1)
+RATIO = Num(0, 1e6)  # measured over predicted, over a median: may exceed 1
+MFU = Num(0, 100)  # a fraction, or percent from writers that report it (34.0)
+
+MODEL_DIMS = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size")
+CHECKPOINT = Obj({"step": COUNT, "seconds": SECONDS, "bytes": BYTES, "gb_per_s": GB_PER_S},
+                 required=("seconds", "gb_per_s"))
+FSDP = Obj({
+    "params": Obj({
+        "model": TEXT, "workload": TEXT, "param_dtype": TEXT, "device_name": TEXT,
+        "model_args": Obj({**dict.fromkeys(MODEL_DIMS, POSITIVE), "max_seq_len": POSITIVE},
+                          required=MODEL_DIMS),
+        **dict.fromkeys(("world_size", "nodes", "ranks_per_node", "local_batch_size",
+                         "global_batch_size", "seq_len"), POSITIVE),
+        "steps": COUNT, "timing_warmup_steps": COUNT}),
+    "metrics": Obj({
+        "tokens_per_s_per_gpu": PER_S, "tflops_per_gpu": TFLOPS, "peak_tflops": TFLOPS,
+        "mfu": MFU, "measured_steps": COUNT, "peak_memory_gib": Num(0, 1e6, unit="GiB"),
+        **dict.fromkeys(("step_time_mean_s", "step_time_p50_s", "step_time_p90_s"), SECONDS),
+        "checkpoint_saves": ListOf(CHECKPOINT), "checkpoint_load": CHECKPOINT,
+        "stragglers": Obj({"verdict": TEXT, "slowest_node": TEXT, "slowest_rank": COUNT,
+                           "local_s": SECONDS, "median_local_s": SECONDS,
+                           "local_vs_median": RATIO,
+                           "lateness_s": Num(-MAX_SECONDS, MAX_SECONDS, unit="seconds")}),
+        "breakdown": Obj({
+            "timed_steps": COUNT, "parts": TEXTS, "clock": TEXT,
+            "mean_over_ranks": Obj(required=("step", "compute"), others=SECONDS),
+            "per_rank": ListOf(Obj({"rank": COUNT, "node": TEXT, "link_recv_gb_per_s": GB_PER_S},
+                                   required=("node",), others=SECONDS)),
+        }, required=("timed_steps", "parts", "mean_over_ranks")),
+        "sft": Obj({"real_tokens_per_s_per_gpu": PER_S, "real_mfu": MFU,
+                    "padding_fraction_packed": FRACTION, "padding_fraction_unpacked": FRACTION}),
+        "rl": Obj({"bound_by": TEXT, "phase_mean_s": Obj(others=SECONDS),
+                   "phase_fraction": Obj(others=FRACTION),
+                   "generation_tokens_per_s_per_gpu": PER_S,
+                   "training_tokens_per_s_per_gpu": PER_S, "weight_sync_gb_per_s": GB_PER_S}),
+    }),
+})
+# busbw only: nccl-tests prints a one-rank in-place "algbw" of 1.8e6 GB/s (no data moves)
+COLLECTIVE_ROW = Obj({"size_bytes": BYTES, **dict.fromkeys(
+    ("out_of_place", "in_place"), Obj({"busbw_gbps": GB_PER_S}))})
+COLLECTIVES = Obj({"metrics": Obj({"collectives": ListOf(Obj({
+    "collective": TEXT, "nranks": POSITIVE, "avg_busbw_gbps": GB_PER_S,
+    "rows": ListOf(COLLECTIVE_ROW)}))})})
+THROUGHPUT = Obj({"mb_per_s": MB_PER_S, "iops": PER_S, "per_s": PER_S, "block": TEXT})
+STORAGE_PHASES = ("seq_write", "seq_read", "seq_write_shared", "seq_read_shared", "ckpt_write",
+                  "ckpt_read", "rand_read", "meta_create", "meta_stat", "meta_remove")
+SCALING_SIZE = Obj({
+    "nodes": POSITIVE, "world_size": POSITIVE, "step_s": SECONDS, "efficiency": RATIO,
+    "tokens_per_s_per_gpu": PER_S, "record_id": TEXT, "status": TEXT,
+    "breakdown_s": Obj(others=SECONDS),
+    "predicted": Obj({"efficiency_no_overlap": RATIO, "efficiency_overlap": RATIO,
+                      "busbw_gb_per_s": GB_PER_S, "busbw_source": TEXT}),
+    "diagnosis": Obj({"bottleneck": TEXT, "node": TEXT, "evidence": TEXTS, "advice": TEXTS}),
+}, required=("nodes", "world_size", "step_s"))
+LATENCY = Obj(dict.fromkeys(("p50", "p90", "p99"), SECONDS))
+
+KIND_FIELDS: dict[str, Obj] = {
+    "fsdp": FSDP,
+    "nccl-tests": COLLECTIVES,
+    "collectives": COLLECTIVES,
+    "storage": Obj({"params": Obj({"nodes": POSITIVE, "target": TEXT, "block_seq": TEXT}),
+                    "metrics": Obj({**dict.fromkeys(STORAGE_PHASES, THROUGHPUT),
+                                    "expected_mb_per_s": MB_PER_S})}),
+    "scaling": Obj({"params": Obj({"nodes": ListOf(POSITIVE), "records": TEXTS, "model": TEXT,
+                                   "mode": TEXT}),
+                    "metrics": Obj({"sizes": ListOf(SCALING_SIZE), "bottleneck": TEXT,
+                                    "node": TEXT, "summary": TEXT, "evidence": TEXTS,
+                                    "advice": TEXTS, "prediction_gaps": TEXTS})}),
+    "inference": Obj({"metrics": Obj({
+        "decode": ListOf(Obj({"batch": POSITIVE, "tokens_per_s": PER_S, "tpot_s": SECONDS})),
+        "prefill": ListOf(Obj({"prompt_len": POSITIVE, "tokens_per_s": PER_S,
+                               "ttft_s": SECONDS})),
+        "roofline": Obj({"decode": ListOf(Obj({"batch": POSITIVE, "fraction": RATIO,
+                                               "bound_tokens_per_s": PER_S}))}),
+        "test_time": Obj({"usd_per_million_output_tokens": Num(0, 1e12, unit="USD"),
+                          "tokens_per_s": PER_S})})}),
+    "serving": Obj({"metrics": Obj({"levels": ListOf(Obj({
+        "concurrency": POSITIVE,
+        **dict.fromkeys(("requests_per_s", "output_tokens_per_s", "goodput_requests_per_s"),
+                        PER_S),
+        **dict.fromkeys(("ttft_s", "tpot_s", "itl_s", "e2e_s"), LATENCY)},
+        required=("concurrency",)))})}),
+    "health": Obj({"metrics": Obj({"nodes": Obj(others=Obj(others=None))})}),
+    "slow-nodes": Obj({"metrics": Obj({"median_gbps": GB_PER_S, "blamed": TEXTS,
+                                       "drained": TEXTS, "rounds": COUNT, "wall_s": SECONDS})}),
+}
+# Fields a reader computes with together: (kind, when this is there, these must be too).
+NEEDED_WITH = (
+    ("fsdp", "metrics.breakdown", ("params.model_args", "params.world_size",
+                                   "params.ranks_per_node")),  # diagnose: FSDP's traffic
+)
+
+
+Where = tuple[str | int, ...]  # keys from the record down; made text only for a message
+
+
+def _where(keys: Where) -> str:
+    text = ""
+    for key in keys:
+        text = _child(text, key)
+    return text.lstrip(".")
+
+
+def _check_spec(value: Any, spec: Spec, keys: Where) -> None:
+    """RecordError naming the first value at ``keys`` (or inside it) that ``spec`` refuses;
+    recursion follows the spec, which is a few levels deep, never the record."""
+    if value is None:
+        return
+    if isinstance(spec, Num):  # a bool is an int to Python, no number to a reader
+        if isinstance(value, bool) or not isinstance(value, int if spec.whole else int | float):
+            raise RecordError(f"{_where(keys)}: {_show(value)} is not {spec.expected()}")
+        if not spec.low <= value <= spec.high:
+            raise RecordError(f"{_where(keys)}: {_show(value)} is out of range, expected "
+                              f"{spec.expected()}")
+    elif isinstance(spec, Text):
+        if not isinstance(value, str):
+            raise RecordError(f"{_where(keys)}: {_show(value)} is not text")
+    elif isinstance(spec, ListOf):
+        if not isinstance(value, list):
+            raise RecordError(f"{_where(keys)}: {_show(value)} is not a list")
+        for index, item in enumerate(value):
+            _check_spec(item, spec.item, (*keys, index))
+    else:
+        if not isinstance(value, dict):
+            raise RecordError(f"{_where(keys)}: {_show(value)} is not an object")
+        for key in spec.required:
+            if value.get(key) is None:
+                raise RecordError(f"{_where((*keys, key))}: missing, readers need it")
+        for key, item in value.items():
+            if (inner := spec.fields.get(key, spec.others)) is not None:
+                _check_spec(item, inner, (*keys, key))
+
+
+def _at(rec: dict[str, Any], dotted: str) -> Any:
+    value: Any = rec
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def check_fields(rec: dict[str, Any]) -> None:
+    """The fields readers rely on in a record of its kind (:data:`KIND_FIELDS`): right type,
+    sane range, present where a reader needs them together (:data:`NEEDED_WITH`)."""
+    kind = rec["kind"]
+    if kind in KIND_FIELDS:
+        _check_spec(rec, KIND_FIELDS[kind], ())
+    for needs_kind, present, needed in NEEDED_WITH:
+        if kind == needs_kind and _at(rec, present) is not None:
+            for name in needed:
+                if _at(rec, name) is None:
+                    raise RecordError(f"{name}: missing, and a {kind} record with {present} "
+                                      "needs it")
+
+
+def validate_record(rec: Any, _values_checked: bool = False, *,
+                    fields: bool = True) -> dict[str, Any]:
+    """Check a record before it is stored or read; return it.
+
+    The envelope (fields, kinds, statuses, cluster types, a sane ``created``), every value
+    (see :func:`check_values`, :data:`MAX_RECORD_BYTES`) and, with ``fields``, what readers
+    rely on in the kind's params and metrics (:func:`check_fields`): the store's door,
+    passed by ``ResultStore.add``, every record read from the store and every record file
+    read (:func:`read_record`). :func:`write_record` checks all but the fields.
     ``_values_checked``: :func:`_loads_record` has shown that the values and the size pass.
     """
     if not isinstance(rec, dict):
@@ -351,6 +570,8 @@ def validate_record(rec: Any, _values_checked: bool = False) -> dict[str, Any]:
     if rec["verdict"].get("status") not in STATUSES:
         raise RecordError(f"unknown verdict status {_show(rec['verdict'].get('status'))}")
     _check_envelope_fields(rec)
+    if fields:
+        check_fields(rec)
     if _values_checked:
         return rec
     size = len(dumps_record(rec))
@@ -409,8 +630,12 @@ def _loads_record(text: str | bytes) -> dict[str, Any]:
 
 
 def write_record(path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
-    """Validate and write atomically (non-finite floats as null); returns the path."""
-    rec = validate_record(finite_or_null(rec))
+    """Validate and write atomically (non-finite floats as null); returns the path.
+
+    A run's fields are written even where readers would refuse them (``fields=False``): the
+    file is the measurement, nothing is lost, and ``pctk results add`` names what is wrong.
+    """
+    rec = validate_record(finite_or_null(rec), fields=False)
     text = dumps_record(rec, indent=2)
     if len(text) > MAX_FILE_BYTES:  # ASCII (json escapes the rest), so characters are bytes
         text = dumps_record(rec)

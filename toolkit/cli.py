@@ -179,6 +179,13 @@ def click_exception_types() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def record_error_type() -> tuple[type[BaseException], ...]:
+    """``benchmarks.record.RecordError`` where a command loaded it (a record refused at the
+    store's door: unusable input like a PctkError); nothing is imported for it."""
+    module = sys.modules.get("benchmarks.record")
+    return (module.RecordError,) if module is not None else ()
+
+
 def report_usage_error(exc: Any) -> int:
     """Print a click error as one line pointing at the command's help; return the exit code."""
     ctx = getattr(exc, "ctx", None)
@@ -225,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if isinstance(exc, click_exception_types()):
             return report_usage_error(exc)
+        if isinstance(exc, record_error_type()):  # a record no reader can use
+            print(f"pctk: error: {PctkError(str(exc)).one_line()}", file=sys.stderr)
+            return PctkError.exit_code
         raise
     return rc if isinstance(rc, int) else 0
 

@@ -179,8 +179,19 @@ def jobs_dir() -> Path:
 def results_db() -> Path:
     """The results database: ``$PCTK_RESULTS_DB`` or ``<state home>/results.db``."""
     if env := _env_path("PCTK_RESULTS_DB"):
-        return env
+        return results_db_file(env)
     return _made(state_home(), PASSAGE_DIR) / "results.db"
+
+
+def results_db_file(path: Path) -> Path:
+    """``path`` as a results database: a file, never a folder (the store keeps its logs in
+    ``<name>.logs`` beside it). ``--db`` reads ``$PCTK_RESULTS_DB`` itself (typer's envvar),
+    so the variable reaches the store without :func:`_env_path`: both are checked here."""
+    if not path.name or path.is_dir():
+        example = "DIR/results.db" if path.resolve() == Path("/") else path / "results.db"
+        raise PctkError(f"results database {path} is a folder, not a database file",
+                        f"name a file: --db {example} or PCTK_RESULTS_DB={example}")
+    return path
 
 
 def health_dir() -> Path:

@@ -141,6 +141,40 @@ def fsdp_record(tokens: float = 5762.0, mfu: float = 0.34, created: str | None =
     return rec
 
 
+def fsdp_breakdown_record(name: str = "train-a") -> dict[str, Any]:
+    """An fsdp record as ``benchmarks.fsdp.train`` writes it on 2 p5.48xlarge nodes: the
+    model's shape, the mesh, per-rank step-time breakdown and link probe, the straggler
+    judgement (a 2-rank CPU run of that module, its figures scaled to 16 ranks of 8b)."""
+    rec = fsdp_record(name=name)
+    rec["params"].update(
+        model="8b", workload="pretrain", world_size=16, nodes=2, ranks_per_node=8,
+        model_args={"dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8,
+                    "ffn_dim": 14_336, "vocab_size": 128_256, "norm_eps": 1e-05,
+                    "rope_theta": 500000.0, "max_seq_len": 8192},
+        n_params=8_030_261_248, global_batch_size=16, local_batch_size=1, seq_len=8192,
+        mesh={"shape": [16], "dims": ["dp_shard"]}, hsdp=False, param_dtype="bfloat16",
+        device="cuda", device_name="NVIDIA H100 80GB HBM3", backend="nccl",
+        peak_tflops=989.0)
+    step = 8192 / rec["metrics"]["tokens_per_s_per_gpu"]
+    rec["metrics"].update(step_time_mean_s=step, step_time_p50_s=step,
+                          step_time_p90_s=step * 1.04)
+    mean = {"step": 1.422, "fwd_bwd": 1.21, "compute": 1.05, "exposed_comm": 0.16,
+            "optimizer": 0.09, "sync": 0.031, "data": 0.004, "checkpoint": 0.0}
+    per_rank = [{"rank": r, "node": HOSTS[r // 8], **mean,
+                 "link_recv_gb_per_s": 44.1 if r % 8 else 45.0} for r in range(16)]
+    rec["metrics"].update(
+        breakdown={"timed_steps": 47, "mean_over_ranks": mean, "per_rank": per_rank,
+                   "parts": ["compute", "exposed_comm", "optimizer", "sync", "data",
+                             "checkpoint"], "clock": "cuda events",
+                   "link_probe": {"bytes": 64_000_000, "repeats": 3, "note": "ring"}},
+        stragglers={"per_rank": [{"rank": r, "node": HOSTS[r // 8], "step_s": 1.42,
+                                  "local_s": 0.09, "sync_wait_s": 0.03} for r in range(16)],
+                    "slowest_rank": 5, "slowest_node": HOSTS[0], "local_s": 0.092,
+                    "median_local_s": 0.09, "local_vs_median": 1.02, "lateness_s": -0.001,
+                    "lateness_of_step": -0.0007, "verdict": "OK"})
+    return rec
+
+
 def health_record(fail: tuple[str, str] | None = None,
                   created: str | None = None) -> dict[str, Any]:
     nodes: dict[str, dict[str, Any]] = {}

@@ -53,6 +53,31 @@ def test_env_var_chooses_the_database(tmp_path: Path, db: Path, pctk: Run,
     assert (tmp_path / "team.db").exists() and not db.exists()
 
 
+@pytest.mark.parametrize("how", ["PCTK_RESULTS_DB", "--db"])
+@pytest.mark.parametrize("folder", ["/", "FOLDER"])
+def test_a_folder_as_the_database_is_a_one_line_refusal(
+        tmp_path: Path, db: Path, pctk: Run, monkeypatch: pytest.MonkeyPatch, how: str,
+        folder: str) -> None:
+    """`--db` reads $PCTK_RESULTS_DB itself, past the check that refuses PCTK_HOME=/: the
+    root folder was a ValueError traceback ("PosixPath('/') has an empty name")."""
+    path = str(tmp_path / "state") if folder == "FOLDER" else folder
+    Path(path).mkdir(exist_ok=True)
+    before = sorted(Path(path).iterdir())
+    record = write(tmp_path, records.health_record())
+    for argv in (["results", "list"], ["results", "add", str(record)], ["report"]):
+        if how == "--db":
+            argv += ["--db", path]
+        else:
+            monkeypatch.setenv("PCTK_RESULTS_DB", path)
+        code, out, err = pctk(*argv)
+        assert code == 2 and out == "", err
+        assert err == (f"pctk: error: results database {path} is a folder, not a database "
+                       f"file; fix: name a file: --db {'DIR' if path == '/' else path}"
+                       f"/results.db or PCTK_RESULTS_DB={'DIR' if path == '/' else path}"
+                       "/results.db\n"), err
+    assert sorted(Path(path).iterdir()) == before
+
+
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [

@@ -138,10 +138,11 @@ def render_text(plan: dict[str, Any]) -> str:
 def _load_records(refs: list[str], db: Path | None) -> list[dict[str, Any]]:
     if not refs:
         return []
+    from toolkit.results.ingest import record_from
     from toolkit.results.store import ResultStore
 
     with ResultStore(db) as store:
-        return [store.get(ref) for ref in refs]
+        return [record_from(ref, store) for ref in refs]
 
 
 def plan_command(
@@ -180,8 +181,8 @@ def plan_command(
     mfu: Annotated[float | None, typer.Option("--mfu", help="Model FLOPs utilisation, 0-1.")
                    ] = None,
     from_record: Annotated[list[str] | None, typer.Option(
-        "--from-record", help="Stored fsdp record (MFU, checkpoint rate) or storage record "
-        "(checkpoint rate); repeatable.")] = None,
+        "--from-record", help="fsdp record (MFU, checkpoint rate) or storage record "
+        "(checkpoint rate): a stored result id or a record file; repeatable.")] = None,
     node_mtbf_hours: Annotated[float | None, typer.Option(
         "--node-mtbf-hours", help="Mean time between failures of one node.")] = None,
     restart_minutes: Annotated[float | None, typer.Option(

@@ -476,28 +476,17 @@ def diagnose_command(
 ) -> None:
     """Which layer bounds an FSDP run or a scaling study's largest size (compute,
     interconnect, straggler, storage, overhead)."""
-    from benchmarks.record import RecordError, read_record
-    from toolkit.results.diagnose import NotDiagnosable, diagnose
+    from toolkit.results.diagnose import NotDiagnosable, breakdown_of, diagnose
+    from toolkit.results.ingest import record_from
     from toolkit.results.scaling import busbw_for
 
     with open_store(db) as store:
-        path = Path(record)
-        if path.is_file():
-            try:
-                rec = read_record(path)
-            except (RecordError, OSError, ValueError) as exc:
-                raise PctkError(f"{path}: not a pctk result record ({exc})") from None
-        elif path.exists() or "/" in record or record.endswith(".json"):
-            what = "is not a regular file" if path.exists() else "does not exist"
-            raise PctkError(f"{record} {what}",
-                            "give a record file (record.json of a run folder) or a stored "
-                            "result id (`pctk results list`)")
-        else:
-            rec = store.get(record)
+        rec = record_from(record, store)
         try:
             if rec.get("kind") == "scaling":
                 verdict = _scaling_diagnosis(rec, store)
             else:
+                breakdown_of(rec)  # another kind's params.nodes is no FSDP node count
                 verdict = diagnose(rec, busbw_for(rec, store))
         except NotDiagnosable as exc:
             raise PctkError(f"{record}: {exc}", "give an FSDP record from `pctk bench fsdp` "

@@ -42,13 +42,14 @@ class Ingested:
     refused_logs: list[str]
 
 
-def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
+def read_record_file(path: Path) -> dict[str, Any]:
+    """A record file checked as the store checks what it takes; one-line PctkError else."""
     if not path.is_file():
         what = "is not a file" if path.exists() else "no such file"
         raise PctkError(f"{path}: {what}", "pass result record JSON files (a shell glob works: "
                         "results/*.json)")
     try:
-        record = read_record(path)
+        return read_record(path)
     except RecordError as exc:
         message = str(exc)
         if not message.startswith(str(path)):
@@ -57,6 +58,23 @@ def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
                         "or health run") from None
     except OSError as exc:
         raise PctkError(f"{path}: cannot read ({exc.strerror})", "check permissions") from None
+
+
+def record_from(ref: str, store: ResultStore) -> dict[str, Any]:
+    """A record named on the command line: a record file, else a stored result id (or a
+    unique prefix of one); either way checked as ``results add`` checks it."""
+    path = Path(ref)
+    if path.is_file():
+        return read_record_file(path)
+    if path.exists() or "/" in ref or ref.endswith(".json"):
+        what = "is not a regular file" if path.exists() else "does not exist"
+        raise PctkError(f"{ref} {what}", "give a record file (record.json of a run folder) "
+                        "or a stored result id (`pctk results list`)")
+    return store.get(ref)
+
+
+def load_record_file(path: Path, extra_logs: Sequence[Path] = ()) -> RecordFile:
+    record = read_record_file(path)
     loaded = RecordFile(path, record)
     for name in record["raw_logs"]:
         _sort_named_log(loaded, NamedLog(path.parent, name))

@@ -53,7 +53,7 @@ from benchmarks.record import (
     validate_record,
 )
 from toolkit.errors import PctkError
-from toolkit.paths import results_db
+from toolkit.paths import results_db, results_db_file
 from toolkit.results.rawlogs import (
     MAX_RAW_LOG_BYTES,
     LogRefused,
@@ -288,7 +288,7 @@ class ResultStore:
     """Result records and raw logs in SQLite. Open, use, :meth:`close` (or ``with``)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_db_path()
+        self.path = results_db_file(Path(path)) if path is not None else default_db_path()
         self.logs_dir = self.path.with_suffix(".logs")
         self.unusable: dict[str, str] = {}  # stored record id -> why a reader skipped it
         dir_mode, file_mode = store_modes()
