@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import tempfile
 import warnings
@@ -133,21 +134,43 @@ SLURM_MATRIX = frozenset({
 })
 
 
+# What starts a twin of a module's own (toolkit.local: Twin.up, clusters.up, `pctk local up`,
+# tests.twinutil.TwinHandle): such a module needs Slurm as much as one that asks for the
+# session twin. Read from the module's text, so a new module is classed without a list.
+_STARTS_TWIN = re.compile(r"\.up\(|[\"']local[\"'],\s*[\"']up[\"']|TwinHandle\(")
+
+
+def needs_twin(path: str, fixturenames: Iterable[str]) -> bool:
+    """Whether the tests of module ``path`` run on a Slurm twin (marker ``twin``): those
+    ``make check`` leaves to ``make test``."""
+    if module_group(path, fixturenames) != path or path.startswith("tests/twin/"):
+        return True
+    try:
+        return bool(_STARTS_TWIN.search((REPO / path).read_text()))
+    except OSError:
+        return False
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The groups for --dist loadgroup (a no-op without xdist), in the order above; the
-    Slurm-matrix marker."""
+    Slurm-matrix and twin markers."""
     fixtures: dict[str, set[str]] = {}
     for item in items:
         fixtures.setdefault(item.nodeid.split("::", 1)[0], set()).update(
             getattr(item, "fixturenames", ()))
     rank: dict[str, tuple[int, int]] = {}
+    twin_modules: dict[str, bool] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         group = module_group(path, fixtures[path])  # a module is never split
         item.add_marker(pytest.mark.xdist_group(group))
         if path in SLURM_MATRIX:
             item.add_marker(pytest.mark.slurm_matrix)
+        if path not in twin_modules:
+            twin_modules[path] = needs_twin(path, fixtures[path])
+        if twin_modules[path]:
+            item.add_marker(pytest.mark.twin)
         first = {"measure": 0, "waiters-a": 1, "waiters-b": 2, "main": 3}.get(group, 4)
         within = MEASURE.index(path) if path in MEASURE else len(MEASURE)
         rank[item.nodeid] = (first, within)
