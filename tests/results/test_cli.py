@@ -159,7 +159,8 @@ def test_report_command_writes_html(tmp_path: Path, db: Path, pctk: Run) -> None
     out_file = tmp_path / "r" / "report.html"
     out_file.parent.mkdir()
     code, out, _ = pctk("report", "--out", out_file, "--db", db, "--json")
-    assert code == 0 and json.loads(out) == {"path": str(out_file), "results": 1}
+    assert code == 0 and json.loads(out) == {"path": str(out_file), "results": 1,
+                                              "overall": "PASS"}
     assert out_file.read_text().startswith("<!DOCTYPE html>")
 
 
