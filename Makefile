@@ -102,12 +102,13 @@ else
 endif
 
 # The inner loop: ruff, mypy and every test module that neither asks for the twin nor starts
-# one (marker `twin`, set by tests/conftest.py from the module's fixtures and text). No Debian
-# packages needed beyond Python; `make test` remains what proves the product.
+# one (marker `twin`, set by tests/conftest.py from the module's fixtures and text), less the
+# few long ones (marker `slow`: torch ranks, a wheel install, a browser). `make test` remains
+# what proves the product.
 check: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not twin" --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not twin and not slow" --durations=10 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests

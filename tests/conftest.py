@@ -140,6 +140,31 @@ SLURM_MATRIX = frozenset({
 _STARTS_TWIN = re.compile(r"\.up\(|[\"']local[\"'],\s*[\"']up[\"']|TwinHandle\(")
 
 
+# Modules that need no twin but run for tens of seconds (torch ranks, a wheel install, a
+# browser, fio sweeps): marker `slow`. `make check` leaves them to `make test` too, so the
+# quick tier stays within its 3 minutes on a 2-core machine.
+SLOW = frozenset({
+    "tests/fsdp/test_posttrain_gpu_check.py",
+    "tests/fsdp/test_gpu_check.py",
+    "tests/fsdp/test_posttrain_results.py",
+    "tests/fsdp/test_resume.py",
+    "tests/fsdp/test_equivalence.py",
+    "tests/fsdp/test_accelerator_pg.py",
+    "tests/fsdp/test_plain_loop.py",
+    "tests/fsdp/test_speed_paths.py",
+    "tests/fsdp/test_rl.py",
+    "tests/fsdp/test_sft.py",
+    "tests/fsdp/test_defaults.py",
+    "tests/scaling/test_diagnose.py",
+    "tests/test_packaging.py",
+    "tests/results/test_history.py",
+    "tests/results/test_report_browser.py",
+    "tests/storage/test_node.py",
+    "tests/storage/test_results.py",
+    "tests/nccl/test_runner.py",
+})
+
+
 def needs_twin(path: str, fixturenames: Iterable[str]) -> bool:
     """Whether the tests of module ``path`` run on a Slurm twin (marker ``twin``): those
     ``make check`` leaves to ``make test``."""
@@ -171,6 +196,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             twin_modules[path] = needs_twin(path, fixtures[path])
         if twin_modules[path]:
             item.add_marker(pytest.mark.twin)
+        if path in SLOW:
+            item.add_marker(pytest.mark.slow)
         first = {"measure": 0, "waiters-a": 1, "waiters-b": 2, "main": 3}.get(group, 4)
         within = MEASURE.index(path) if path in MEASURE else len(MEASURE)
         rank[item.nodeid] = (first, within)
