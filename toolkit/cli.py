@@ -86,8 +86,8 @@ COMMANDS = (
                 "Plan a training run: FLOPs, GPU-hours, nodes, days, dollars, memory per GPU, "
                 "checkpoint interval; optionally write its ParallelCluster config."),
     LazyCommand("diagnose", "toolkit.results.cli:diagnose_command",
-                "Which layer bounds an FSDP run (compute, interconnect, straggler, storage, "
-                "overhead)."),
+                "Which layer bounds an FSDP run or a scaling study's largest size (compute, "
+                "interconnect, straggler, storage, overhead)."),
     LazyCommand("report", "toolkit.results.cli:report_command",
                 "Write one self-contained HTML report: busbw, training, health, cluster summary."),
     LazyCommand("demo", "toolkit.demo:demo_command",

@@ -101,6 +101,37 @@ def test_submit_wait_and_report_on_the_twin(twin, tmp_path: Path,
 
 
 @pytest.mark.twin
+def test_defaults_fit_nodes_without_gpus(twin, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench fsdp -p cpu` with nothing else once started 8 ranks a node of the 8b model on
+    nodes without GPUs (killed for memory after minutes). The partition's nodes decide: the
+    tiny model, one rank a node, no GRES; a model that cannot fit is refused, with the
+    numbers, before anything is submitted."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    run_dir = tmp_path / "run"
+    argv = ["bench", "fsdp", "--partition", "cpu", "--nodes", "1", "--steps", "5",
+            "--ckpt-every", "0", "--run-dir", str(run_dir), "--json"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    rec = json.loads(result.stdout)
+    assert rec["verdict"]["status"] == "PASS", rec["verdict"]
+    assert rec["params"]["model"] == "tiny" and rec["params"]["world_size"] == 1
+    script = (run_dir / "fsdp.sbatch").read_text()
+    assert "--ntasks-per-node=1" in script and "--gpus-per-node" not in script
+    assert "# CPU nodes (partition cpu:" in script
+
+    big = tmp_path / "big"
+    code = main(["bench", "fsdp", "--partition", "cpu", "--nodes", "2", "--model", "8b",
+                 "--run-dir", str(big)])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model 8b needs about" in err, err
+    assert "GiB per rank" in err and "partition cpu:" in err, err
+    assert not (big / "fsdp.sbatch").exists()  # refused before a script or a job
+
+
+@pytest.mark.twin
 def test_job_that_dies_without_a_record_is_an_error(twin, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:

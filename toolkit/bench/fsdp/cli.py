@@ -29,7 +29,8 @@ TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
 TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac",
                  "compile", "hsdp", "peak_tflops", "probe_matmuls")
 DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "model": {"default": "8b", "help": f"Shape preset: {', '.join(PRESETS)}."},
+    "model": {"default": None, "help": f"Shape preset: {', '.join(PRESETS)} [8b on GPU nodes, "
+              "tiny on nodes without GPUs (the partition's nodes as Slurm has them)]."},
     "steps": {"default": 50},
     "seq_len": {"default": None, "help": "Tokens per sequence (on GPUs chosen on the node from "
                 "the shape and the GPU memory; "
@@ -87,9 +88,10 @@ def fsdp_command(
     instance_type: str | None = typer.Option(
         None, help="Instance type in the catalog: GPUs per node and peak TFLOP/s from it."),
     tasks_per_node: int | None = typer.Option(
-        None, help="Ranks per node [GPUs of --instance-type, else 8]."),
+        None, help="Ranks per node [GPUs of --instance-type, else of the partition's nodes, "
+        "1 on nodes without GPUs; 8 when Slurm does not answer]."),
     gpus_per_node: int | None = typer.Option(
-        None, help="GPUs to request per node (GRES); 0 for CPU partitions [= ranks]."),
+        None, help="GPUs to request per node (GRES) [= ranks; 0 on nodes without GPUs]."),
     launcher: str = typer.Option("srun", help="srun (one task per GPU) or torchrun."),
     time_limit: str | None = typer.Option(None, "--time", help="Slurm time limit."),
     run_dir: Annotated[Path | None, typer.Option(

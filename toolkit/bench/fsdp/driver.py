@@ -112,15 +112,114 @@ class FsdpRun(Ran):
         return self.job.run_dir / f"slurm-{self.job_id}.out"
 
 
+DEFAULT_GPU_MODEL = "8b"
+DEFAULT_CPU_MODEL = "tiny"
+CPU_MEMORY_USE = 0.8  # of a CPU node's memory the ranks may plan to fill
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """The smallest node of a partition as Slurm has it configured (whatever its state)."""
+
+    partition: str
+    cpus: int
+    memory_mib: int
+    gpus: int
+
+    def describe(self) -> str:
+        gpus = f"{self.gpus} GPUs" if self.gpus else "no GPU"
+        return (f"partition {self.partition}: {self.cpus} CPUs, "
+                f"{self.memory_mib / 1024:.0f} GiB, {gpus} per node")
+
+
+def partition_shape(partition: str | None) -> NodeShape | None:
+    """The smallest node of ``partition`` (Slurm's default partition when None); None when
+    Slurm does not answer or the partition has no node."""
+    if partition is None:
+        r = slurm.ask(["sinfo", "-h", "-o", "%P"], timeout=30)
+        marked = [p for p in r.stdout.split() if p.endswith("*")] if r.returncode == 0 else []
+        if not marked:
+            return None
+        partition = marked[0].rstrip("*")
+    rows = slurm.partition_nodes(partition)
+    shapes = [(int(n["cpus"]), int(n["memory"]), _gres_gpus(n["gres"])) for n in rows
+              if n["cpus"].isdigit() and n["memory"].isdigit()]
+    if not shapes:
+        return None
+    cpus, mib, gpus = min(shapes, key=lambda s: (s[2], s[1], s[0]))
+    return NodeShape(partition, cpus, mib, gpus)
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in sinfo's %G (``gpu:h100:8``, ``gpu:8(S:0-1)``, ``(null)``)."""
+    return sum(int(parts[-1]) for item in gres.split(",")
+               if (parts := item.split("(")[0].split(":"))[0] == "gpu" and parts[-1].isdigit())
+
+
+def node_defaults(train: TrainConfig, *, nodes: int, partition: str | None,
+                  instance_type: str | None, tasks_per_node: int | None,
+                  gpus_per_node: int | None, seq_len: int | None,
+                  batch_per_gpu: int | None) -> tuple[TrainConfig, int | None, int | None,
+                                                      tuple[str, ...]]:
+    """The model, ranks and GPUs per node left out, chosen from the nodes the job will get.
+
+    On nodes without GPUs: the tiny model, one rank per node, no GRES; a model that cannot
+    hold its training state in the nodes' memory is refused before anything is submitted,
+    with the numbers. On GPU nodes: the 8b shape, one rank per GPU. When Slurm does not
+    answer (a script written for later), the GPU defaults. Returns the train settings with
+    the model set, the ranks and GPUs per node (None: as before) and notes for the script.
+    """
+    chosen = train.model
+    if instance_type is not None or (chosen and tasks_per_node and gpus_per_node is not None):
+        return replace(train, model=(chosen or DEFAULT_GPU_MODEL).lower()), tasks_per_node, \
+            gpus_per_node, ()
+    shape = partition_shape(partition)
+    if shape is None or shape.gpus > 0:
+        ranks = tasks_per_node or (shape.gpus if shape else None)
+        return replace(train, model=(chosen or DEFAULT_GPU_MODEL).lower()), ranks, \
+            gpus_per_node, ()
+    model = (chosen or DEFAULT_CPU_MODEL).lower()
+    ranks = tasks_per_node or 1
+    notes = [f"CPU nodes ({shape.describe()}): model {model}, {ranks} rank(s) per node, no "
+             "GPU requested" + ("" if chosen else " (--model, --tasks-per-node to change)")]
+    if model in PRESETS:
+        need = cpu_state_bytes(model, ranks * nodes, seq_len, batch_per_gpu)
+        have = shape.memory_mib * 2**20 * CPU_MEMORY_USE / ranks
+        if need > have:
+            raise PctkError(
+                f"model {model} needs about {need / 2**30:.1f} GiB per rank (fp32 weights, "
+                f"gradients and AdamW state sharded over {ranks * nodes} rank(s), plus "
+                f"activations) but {shape.describe()} gives each of {ranks} rank(s) "
+                f"{have / 2**30:.1f} GiB", f"use --model {DEFAULT_CPU_MODEL} on CPU nodes, "
+                "more nodes, or a GPU partition (--partition)")
+    return replace(train, model=model), ranks, 0 if gpus_per_node is None else gpus_per_node, \
+        tuple(notes)
+
+
+def cpu_state_bytes(model: str, world: int, seq_len: int | None,
+                    batch_per_gpu: int | None) -> float:
+    """Bytes one CPU rank holds to train ``model`` sharded over ``world`` ranks (the memory
+    model of :mod:`benchmarks.fsdp.memory`, without activation checkpointing)."""
+    from benchmarks.fsdp.memory import memory, shape_of
+
+    seq = seq_len or DEFAULT_SEQ_LEN.get(model, 4096)
+    return memory(shape_of(PRESETS[model]), world, seq, batch_per_gpu or 1).total(False)
+
+
 def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: int | None,
          partition: str | None, instance_type: str | None, tasks_per_node: int | None,
          gpus_per_node: int | None, launcher: str, time_limit: str | None,
          run_dir: Path | None) -> FsdpJob:
     """The job for ``train``'s model, steps, checkpoint interval and ``PASSED_SETTINGS``;
     ranks per node and the peak TFLOP/s from ``instance_type`` when given. Validated."""
-    model = train.model.lower()
-    if model not in PRESETS:
-        raise PctkError(f"unknown model preset {model!r}", f"use one of {', '.join(PRESETS)}")
+    if train.model and train.model.lower() not in PRESETS:
+        raise PctkError(f"unknown model preset {train.model!r}",
+                        f"use one of {', '.join(PRESETS)}")
+    train, tasks_per_node, gpus_per_node, node_notes = node_defaults(
+        train, nodes=nodes, partition=partition, instance_type=instance_type,
+        tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node, seq_len=seq_len,
+        batch_per_gpu=batch_per_gpu)
+    model = train.model
     peak, ranks, efa, gpu = train.peak_tflops, tasks_per_node, None, None
     if instance_type is not None:
         inst = catalog.get(instance_type)
@@ -147,8 +246,8 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
         train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS)
         # the straggler probe only when asked for: the scripts of other runs stay as they were
         + (to_argv(train, ("probe_matmuls",)) if train.probe_matmuls > 0 else []),
-        notes=() if small else gpu_default_notes(train, model, seq_len, batch_per_gpu, ranks,
-                                                 nodes, gpu))
+        notes=node_notes + (() if small else gpu_default_notes(
+            train, model, seq_len, batch_per_gpu, ranks, nodes, gpu)))
     validate(job)
     return job
 

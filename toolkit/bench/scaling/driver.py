@@ -62,6 +62,12 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 def plan(train: TrainConfig, *, sizes: tuple[int, ...], strong: bool, batch_per_gpu: int,
          run_dir: Path | None, **fsdp_settings: Any) -> ScalingJob:
     """One validated FSDP job per size under ``run_dir/nodes-N``."""
+    # the model the nodes get (tiny on CPU nodes when none is named) names the folder
+    train, tasks, gpus, _ = fsdp.node_defaults(
+        train, nodes=sizes[-1], seq_len=fsdp_settings.get("seq_len"),
+        batch_per_gpu=batch_per_gpu, **{k: fsdp_settings.get(k) for k in (
+            "partition", "instance_type", "tasks_per_node", "gpus_per_node")})
+    fsdp_settings = {**fsdp_settings, "tasks_per_node": tasks, "gpus_per_node": gpus}
     root = (run_dir or new_run_dir(f"scaling-{train.model.lower()}")).resolve()
     base = fsdp.plan(train, nodes=sizes[-1], batch_per_gpu=batch_per_gpu, run_dir=root,
                      **fsdp_settings)
