@@ -20,7 +20,6 @@ rows and ranks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from benchmarks.fsdp.chatdata import read_conversations
 from benchmarks.fsdp.data import TokenBatches
 
 DEFAULT_DATA = Path(__file__).with_name("sft_chat.jsonl")
@@ -74,44 +74,6 @@ def tokenize(messages: list[dict[str, str]], max_tokens: int) -> Sample:
         trained.append(False)
     truncated = len(tokens) > max_tokens
     return Sample(tokens[:max_tokens], trained[:max_tokens], truncated)
-
-
-def read_conversations(path: Path) -> list[list[dict[str, str]]]:
-    """Conversations of a JSONL file: ``{"messages": [{"role", "content"}, ...]}`` or
-    ``{"prompt": ..., "completion"|"response": ...}`` per line. ValueError names the line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
-    out = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-        out.append(_messages(obj, f"{path}:{number}"))
-    if not out:
-        raise ValueError(f"{path}: no conversations")
-    return out
-
-
-def _messages(obj: Any, where: str) -> list[dict[str, str]]:
-    if isinstance(obj, dict) and isinstance(obj.get("messages"), list):
-        msgs = obj["messages"]
-        if msgs and all(isinstance(m, dict) and isinstance(m.get("role"), str)
-                        and isinstance(m.get("content"), str) for m in msgs):
-            if any(m["role"] == "assistant" for m in msgs):
-                return [{"role": m["role"], "content": m["content"]} for m in msgs]
-            raise ValueError(f"{where}: no assistant message to train on")
-    if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
-        reply = obj.get("completion", obj.get("response"))
-        if isinstance(reply, str):
-            return [{"role": "user", "content": obj["prompt"]},
-                    {"role": "assistant", "content": reply}]
-    raise ValueError(f"{where}: expected {{\"messages\": [{{\"role\", \"content\"}}, ...]}} "
-                     "or {\"prompt\", \"completion\"}")
 
 
 def pack(samples: list[Sample], seq_len: int, packed: bool = True) -> list[list[int]]:

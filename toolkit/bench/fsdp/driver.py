@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.fsdp.chatdata import read_conversations
 from benchmarks.fsdp.config import PRESETS, TrainConfig, to_argv
 from benchmarks.fsdp.defaults import gpu_defaults
 from benchmarks.fsdp.stragglers import compute_straggler, describe_compute
@@ -238,6 +239,14 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
         if not train.data.is_file():
             raise PctkError(f"--data {train.data}: no such file")
         train = replace(train, data=train.data.resolve())  # the node runs in another folder
+        if train.workload == "sft":  # checked here, not minutes later on a node
+            try:
+                read_conversations(train.data)
+            except ValueError as exc:
+                raise PctkError(f"--data {exc}", "one conversation per line: {\"messages\": "
+                                "[{\"role\", \"content\"}]}, ShareGPT {\"conversations\": "
+                                "[{\"from\", \"value\"}]} or {\"prompt\", \"completion\"}") \
+                    from None
     job = FsdpJob(
         nodes=nodes, model=model, run_dir=(run_dir or default_run_dir(model)).resolve(),
         tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
