@@ -238,10 +238,11 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
     if train.data is not None:
         if not train.data.is_file():
             raise PctkError(f"--data {train.data}: no such file")
-        train = replace(train, data=train.data.resolve())  # the node runs in another folder
+        data = train.data.resolve()
+        train = replace(train, data=data)  # the node runs in another folder
         if train.workload == "sft":  # checked here, not minutes later on a node
             try:
-                read_conversations(train.data)
+                read_conversations(data)
             except ValueError as exc:
                 raise PctkError(f"--data {exc}", "one conversation per line: {\"messages\": "
                                 "[{\"role\", \"content\"}]}, ShareGPT {\"conversations\": "
