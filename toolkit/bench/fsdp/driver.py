@@ -23,7 +23,7 @@ from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
 from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
-from toolkit.fsutil import atomic_write_text
+from toolkit.fsutil import atomic_write_text, file_kind
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.submit.efa import efa_env
@@ -137,7 +137,12 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
         seq_len, batch_per_gpu = seq_len or fallback, batch_per_gpu or 1
     if train.data is not None:
         if not train.data.is_file():
-            raise PctkError(f"--data {train.data}: no such file")
+            try:  # a FIFO or a folder exists: "no such file" would send the user astray
+                raise PctkError(f"--data {train.data}: not a regular file "
+                                f"({file_kind(train.data)})", "the nodes read it more than "
+                                "once: save the samples to a JSONL file and pass that")
+            except OSError:
+                raise PctkError(f"--data {train.data}: no such file") from None
         train = replace(train, data=train.data.resolve())  # the node runs in another folder
     job = FsdpJob(
         nodes=nodes, model=model, run_dir=(run_dir or default_run_dir(model)).resolve(),
