@@ -3,10 +3,8 @@
 The tests run as root, and root writes through chmod 0400/0500, so a mode proves nothing.
 Two things do stop root, and each is what a user meets:
 
-* a read-only mount: pctk runs in a private mount namespace (``unshare -m``) where the
-  store's folder is bind-mounted read-only; every write there is EROFS, the database file
-  and its folder alike (SQLite cannot make its -journal, -wal or -shm files). The mount is
-  gone when that process ends; the host's mounts are never touched;
+* a read-only mount (tests/results/readonly.py): every write there is EROFS, to the
+  database file and its folder alike (SQLite cannot make its -journal, -wal or -shm files);
 * an immutable file (``chattr +i``): the kernel refuses writes to it with EPERM, root's
   included, while its folder stays writable.
 
@@ -17,6 +15,7 @@ without the immutable flag).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -30,17 +29,13 @@ from benchmarks.record import write_record
 from toolkit.results.store import ResultStore, migrate
 
 from . import records
+from .readonly import read_only_argv
 
 REPO = Path(__file__).resolve().parents[2]
 CODE = "import sys; from toolkit.cli import main; sys.exit(main(sys.argv[1:]))"
-# in a new mount namespace (private propagation: nothing leaks to the host), make $0 a
-# read-only bind of itself, then run the command
-READ_ONLY_MOUNT = 'mount --bind -o ro "$0" "$0" && exec "$@"'
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    import os
-
     env = {k: v for k, v in os.environ.items() if k != "PCTK_RESULTS_DB"}
     env.update(PCTK_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     return env
@@ -57,15 +52,8 @@ def _filled(folder: Path) -> tuple[Path, list[str]]:
 
 def _on_read_only_mount(folder: Path, env: dict[str, str], *argv: str
                         ) -> subprocess.CompletedProcess[str]:
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1)")
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(folder), "true"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a read-only mount here: {probe.stderr.strip()}")
-    return subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(folder),
-                           sys.executable, "-c", CODE, *argv], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=120)
+    return subprocess.run(read_only_argv(folder, sys.executable, "-c", CODE, *argv),
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
 
 
 @pytest.fixture
