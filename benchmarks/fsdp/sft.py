@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from benchmarks.fsdp.data import TokenBatches
+from benchmarks.fsdp.data import DataError, TokenBatches
 
 DEFAULT_DATA = Path(__file__).with_name("sft_chat.jsonl")
 CPU_SEQ_LEN = 1024  # default row length on CPUs: most synthetic samples fit whole
@@ -82,7 +82,7 @@ def read_conversations(path: Path) -> list[list[dict[str, str]]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
+        raise DataError(f"{path}: cannot read: {exc}") from None
     out = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -90,10 +90,10 @@ def read_conversations(path: Path) -> list[list[dict[str, str]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            raise DataError(f"{path}:{number}: not JSON ({exc.msg})") from None
         out.append(_messages(obj, f"{path}:{number}"))
     if not out:
-        raise ValueError(f"{path}: no conversations")
+        raise DataError(f"{path}: no conversations")
     return out
 
 
@@ -104,13 +104,13 @@ def _messages(obj: Any, where: str) -> list[dict[str, str]]:
                         and isinstance(m.get("content"), str) for m in msgs):
             if any(m["role"] == "assistant" for m in msgs):
                 return [{"role": m["role"], "content": m["content"]} for m in msgs]
-            raise ValueError(f"{where}: no assistant message to train on")
+            raise DataError(f"{where}: no assistant message to train on")
     if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
         reply = obj.get("completion", obj.get("response"))
         if isinstance(reply, str):
             return [{"role": "user", "content": obj["prompt"]},
                     {"role": "assistant", "content": reply}]
-    raise ValueError(f"{where}: expected {{\"messages\": [{{\"role\", \"content\"}}, ...]}} "
+    raise DataError(f"{where}: expected {{\"messages\": [{{\"role\", \"content\"}}, ...]}} "
                      "or {\"prompt\", \"completion\"}")
 
 

@@ -37,6 +37,7 @@ from toolkit.bench.inference.driver import csv, parse_ints
 from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.joblog import no_record_error
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.submit.jobspec import JobSpec, sbatch_header
@@ -320,8 +321,7 @@ def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
                            else "cancelled") + (" (still listed)" if stuck else ""))
     done = ServeRun(job, load_id, server_id, state)
     if not job.record_path.exists():
-        raise PctkError(f"load job {load_id} ended {state} without a result record",
-                        log=str(done.log))
+        raise no_record_error(load_id, state, done.log, what="load job")
     rec = read_record(job.record_path)
     logs = [p.name for p in (done.log, job.run_dir / f"server-{server_id}.out",
                              job.run_dir / "server.log") if p.is_file()]
