@@ -3,6 +3,7 @@ bounded reads of regular files."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -118,26 +119,69 @@ class _BoundedLines:
         return "".join(self)
 
 
-def _open_regular(path: str | os.PathLike[str], max_bytes: int) -> Any:
-    """A binary file object for a regular file not already over ``max_bytes``.
+def open_regular_fd(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> int:
+    """A read-only descriptor of a regular file.
 
     Opened non-blocking, so a FIFO with no writer cannot hang the caller; FIFOs, character
-    devices (``/dev/zero``), sockets and directories are refused before anything is read.
+    devices (``/dev/zero``), sockets and directories are refused before anything is read,
+    and so is a symbolic link unless ``follow_symlinks`` (a job's log that points at
+    /etc/shadow). Raises :class:`NotRegularFile` or OSError.
     """
     name = os.fspath(path)
-    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags | (0 if follow_symlinks else os.O_NOFOLLOW))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks and os.path.islink(name):
+            raise NotRegularFile(f"{name}: not a regular file (a symbolic link)") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(f"{name}: not a regular file ({_kind(st.st_mode)})")
-        if st.st_size > max_bytes:
-            raise InputTooLarge(f"{name}: {st.st_size} bytes, above the read limit of "
-                                f"{max_bytes} bytes")
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_regular(path: str | os.PathLike[str], max_bytes: int) -> Any:
+    """A binary file object for a regular file (:func:`open_regular_fd`) not already over
+    ``max_bytes``."""
+    name = os.fspath(path)
+    fd = open_regular_fd(name)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise InputTooLarge(f"{name}: {size} bytes, above the read limit of "
+                                f"{max_bytes} bytes")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_regular_tail(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The last ``max_bytes`` of a regular file, never a symbolic link (the refusals of
+    :func:`open_regular_fd`): where a dead job's log says why, whatever its length."""
+    fd = open_regular_fd(path, follow_symlinks=False)
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
+        chunks, left = [], max_bytes
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def file_kind(path: str | os.PathLike[str]) -> str:
+    """What ``path`` is when it is not a regular file: 'a FIFO', 'a directory', ... (a
+    symbolic link is followed); OSError when nothing is there."""
+    return _kind(os.stat(path).st_mode)
 
 
 def open_regular_text(path: str | os.PathLike[str],

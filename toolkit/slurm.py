@@ -161,6 +161,20 @@ def parse_job_id(stdout: str) -> str:
     return job_id
 
 
+# what a Slurm client prints when slurmctld does not answer (killed, restarting, another
+# host's controller unreachable): no option of the job is at fault then
+NO_CONTROLLER = ("Unable to contact slurm controller", "Transport endpoint is not connected",
+                 "Connection refused", "slurm_load_", "Socket timed out",
+                 "Communication connection failure", "Zero Bytes were transmitted")
+NO_CONTROLLER_HINT = ("check the controller with `pctk local status` (the twin) or `sinfo` "
+                      "(a cluster), then submit again")
+
+
+def controller_unreachable(stderr: str) -> bool:
+    """Whether a Slurm client's error says slurmctld did not answer."""
+    return any(text in stderr for text in NO_CONTROLLER)
+
+
 def _sbatch_hint(stderr: str, hint: str | None) -> str:
     if "configuration source" in stderr or "slurm.conf" in stderr:
         return ("sbatch finds no Slurm configuration: start the twin with `pctk local up`, "
@@ -173,6 +187,9 @@ def sbatch(args: list[str], *, env: Mapping[str, str] | None = None,
     """``sbatch --parsable ARGS``; returns the job id or raises a one-line PctkError
     (``hint``: what to check when Slurm refuses the job)."""
     r = run([*SBATCH, *args], env=env, cwd=cwd)
+    if r.returncode != 0 and controller_unreachable(r.stderr):
+        raise PctkError(f"the Slurm controller (slurmctld) is not answering: "
+                        f"{error_line(r, 'sbatch')}", NO_CONTROLLER_HINT)
     if r.returncode != 0:
         raise PctkError(f"sbatch refused the job: {error_line(r, 'sbatch')}",
                         _sbatch_hint(r.stderr, hint))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.fsdp.chatdata import DataError
+
 _DTYPES = {".bin": torch.uint16, ".u16": torch.uint16, ".u32": torch.uint32}
 
 
@@ -89,7 +91,7 @@ def load_tokens(path: Path, dtype: str | None = None) -> torch.Tensor:
     if path.suffix == ".pt" and dtype is None:
         tokens = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(tokens, torch.Tensor):
-            raise ValueError(f"{path}: expected a saved tensor of token ids")
+            raise DataError(f"{path}: expected a saved tensor of token ids")
         return tokens.flatten()
     if dtype is not None:
         torch_dtype = {"uint16": torch.uint16, "uint32": torch.uint32}.get(dtype)
@@ -98,7 +100,7 @@ def load_tokens(path: Path, dtype: str | None = None) -> torch.Tensor:
     elif path.suffix in _DTYPES:
         torch_dtype = _DTYPES[path.suffix]
     else:
-        raise ValueError(f"{path}: unknown token file type; use .pt, .bin/.u16 or .u32")
+        raise DataError(f"{path}: unknown token file type; use .pt, .bin/.u16 or .u32")
     with path.open("rb") as fh, warnings.catch_warnings():
         # a read-only mapping: torch warns that the buffer is not writable; we never write it
         warnings.simplefilter("ignore", UserWarning)
@@ -116,7 +118,7 @@ class FileBatches(TokenBatches):
         self.tokens = load_tokens(path, dtype)
         self.windows = len(self.tokens) // (seq_len + 1)
         if self.windows < 1:
-            raise ValueError(f"{path}: {len(self.tokens)} tokens, need at least {seq_len + 1}")
+            raise DataError(f"{path}: {len(self.tokens)} tokens, need at least {seq_len + 1}")
 
     def build_rows(self, step: int, rows: range) -> torch.Tensor:
         width = self.seq_len + 1

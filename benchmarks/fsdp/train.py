@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from benchmarks import distenv, record
 from benchmarks.fsdp import breakdown, checkpoint, defaults, sft, stragglers
 from benchmarks.fsdp.config import TrainConfig, parse_config
-from benchmarks.fsdp.data import FileBatches, SyntheticBatches, TokenBatches
+from benchmarks.fsdp.data import DataError, FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
 from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token, peak_memory_gib
 from benchmarks.fsdp.model import Transformer, count_params, preset
@@ -509,8 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.workload == "sft":
         try:
             sft.read_conversations(cfg.data or sft.DEFAULT_DATA)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+        except DataError as exc:
+            print(f"error: DataError: {exc}", file=sys.stderr)
             return 2
     vocab = preset(cfg.model).vocab_size
     if cfg.workload == "rl" and cfg.rl_target_token >= vocab:

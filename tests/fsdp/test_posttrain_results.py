@@ -5,6 +5,7 @@ run against a pre-training baseline. Records come from real one-rank runs of the
 from __future__ import annotations
 
 import copy
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,20 @@ def test_bench_fsdp_missing_data_file_is_one_line_and_exit_2(
     assert main(["bench", "fsdp", "--workload", "sft", "--data", str(tmp_path / "no.jsonl"),
                  "--dry-run"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_bench_fsdp_data_that_is_a_fifo_or_a_folder_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    fifo = tmp_path / "chat.fifo"
+    os.mkfifo(fifo)  # `--data <(zcat chat.jsonl.gz)`: the nodes would each need the stream
+    for data, kind in ((fifo, "a FIFO"), (tmp_path, "a directory")):
+        assert main(["bench", "fsdp", "--workload", "sft", "--data", str(data),
+                     "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"pctk: error: --data {data}: not a regular file ({kind}); fix: ")
+        assert "no such file" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_automatic_baseline_keeps_workloads_apart(records: dict[str, dict[str, Any]]) -> None:

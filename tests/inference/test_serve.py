@@ -400,6 +400,12 @@ def test_no_prompt_is_sent_twice_across_warmup_and_levels() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--requests", "2", "--concurrencies", "1,4"], "--requests 2 is fewer than concurrency 4"),
     (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0: an SLO must be above 0 ms"),
+    # a server wait of no end has no time limit in minutes (it was int(nan): a traceback)
+    (["--server-timeout", "inf"], "--server-timeout inf: must be a finite number of seconds "
+     "from 1 to 604800 (7 days)"),
+    (["--server-timeout", "1e400"], "--server-timeout inf: must be a finite number"),
+    (["--server-timeout", "604801"], "--server-timeout 604801: must be a finite number"),
+    (["--slo-tpot-ms", "inf"], "--slo-tpot-ms inf: an SLO must be a finite number of ms"),
     (["--instance-type", "p5.48xlarge", "--gpus-per-node", "3"],
      "vLLM cannot split the tiny shape's 4 heads (2 KV heads) over 3 GPUs"),
 ])
@@ -424,6 +430,14 @@ def test_the_server_job_has_a_time_limit_and_vllm_no_prefix_cache() -> None:
     args = srv.parser().parse_args(["--backend", "vllm", "--model-path", "/m",
                                     "--endpoint-file", "/x/server.json"])
     assert "--no-enable-prefix-caching" in srv.command(args, "10.0.0.1", 8000)
+
+
+def test_the_longest_server_timeout_still_makes_a_time_limit() -> None:
+    result = CliRunner().invoke(app, ["bench", "inference", "--mode", "serve", "--model", "tiny",
+                                      "--server-timeout", "604800", "--dry-run", "--run-dir",
+                                      "/x"])
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH --time=10140" in result.output  # 7 days of start-up + an hour of load
 
 
 def test_a_port_that_answers_with_something_not_http_is_not_up_yet() -> None:

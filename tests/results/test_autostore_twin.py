@@ -9,6 +9,7 @@ the way a script or a CI job runs it.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import pytest
 
 from benchmarks.record import read_record
+
+from .readonly import read_only_argv
 
 pytestmark = pytest.mark.twin
 
@@ -141,3 +144,48 @@ def test_health_run_dir_names_the_run_folder(twin: Any, tmp_path: Path) -> None:
     again = _pctk(env, "health", "run", "--partition", "cpu", "--run-dir", str(run_dir))
     assert again.returncode == 3
     assert again.stderr.startswith("pctk: error: run folder ") and "not empty" in again.stderr
+
+
+def test_bench_scaling_keeps_its_study_when_the_store_is_read_only(twin: Any,
+                                                                   tmp_path: Path) -> None:
+    """The store on a read-only mount: every size ran, so the study (scaling.json), its
+    plots and each size's record are in the run folder, the exit code is the verdict's, and
+    one warning says where the records are and the `pctk results add` that stores them."""
+    env = _env(twin, tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    db = store / "results.db"
+    env["PCTK_RESULTS_DB"] = str(db)
+    assert _pctk(env, "results", "list").returncode == 0  # an existing, empty database
+    run_dir = tmp_path / "scaling"
+    res = subprocess.run(read_only_argv(
+        store, sys.executable, "-c", CODE, "bench", "scaling", "--nodes", "1,2", "--model",
+        "tiny", "--partition", "cpu", "--tasks-per-node", "1", "--gpus-per-node", "0",
+        "--steps", "5", "--run-dir", str(run_dir), "--timeout", "400", "--json"),
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=500)
+    assert res.returncode in (0, 1) and res.stdout, res.stderr
+    out = json.loads(res.stdout)
+    study = read_record(run_dir / "scaling.json")
+    assert study["id"] == out["record"]["id"] and study["params"]["nodes"] == [1, 2]
+    assert res.returncode == (1 if study["verdict"]["status"] == "FAIL" else 0)
+    assert sorted(Path(p).name for p in out["plots"]) == ["scaling-breakdown.png",
+                                                         "scaling-efficiency.png"]
+    assert all(Path(p).parent == run_dir and Path(p).stat().st_size > 1000
+               for p in out["plots"])
+    records = [run_dir / "nodes-1" / "record.json", run_dir / "nodes-2" / "record.json",
+               run_dir / "scaling.json"]
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("pctk: warning:")]
+    assert len(warnings) == 1, res.stderr
+    assert warnings[0].startswith(f"pctk: warning: not stored in the results database ({db}: "
+                                  "cannot write the results database (the file: Read-only "
+                                  f"file system)"), warnings[0]
+    assert f"the 3 records are in {run_dir}: store them later with `pctk results add " \
+        in warnings[0]
+    command = warnings[0].rsplit("`pctk results add ", 1)[1].rstrip("`")
+    assert [Path(p) for p in shlex.split(command)] == records
+    assert _listed(env) == []
+    # the hint works where the database can be written
+    added = _pctk(env, "results", "add", *shlex.split(command))
+    assert added.returncode == 0, added.stderr
+    assert sorted(r["id"] for r in _listed(env)) == sorted(read_record(p)["id"]
+                                                           for p in records)

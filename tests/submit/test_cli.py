@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -267,3 +269,30 @@ def _umask() -> int:
     mask = os.umask(0o077)
     os.umask(mask)
     return mask
+
+
+def test_a_controller_that_does_not_answer_is_said_so_not_blamed_on_options(twin, jobs_home,
+                                                                          tmp_path):
+    # the twin's own configuration, its controller moved to a port where nothing listens (as
+    # after slurmctld was killed); MessageTimeout 2 s so sbatch gives up soon
+    etc = tmp_path / "etc"
+    shutil.copytree(Path(twin.env["SLURM_CONF"]).parent, etc, ignore=shutil.ignore_patterns(
+        "*.sock", "*.socket"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    conf = etc / "slurm.conf"
+    text = conf.read_text()
+    moved = re.sub(r"^MessageTimeout=\d+$", "MessageTimeout=2", re.sub(
+        r"^SlurmctldPort=\d+$", f"SlurmctldPort={closed}", text, flags=re.M), flags=re.M)
+    assert moved.count(f"SlurmctldPort={closed}\n") == 1 and "MessageTimeout=2\n" in moved
+    conf.write_text(moved)
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", "submit", "-c", twin.config,
+                        "-q", "cpu", "--wait", "--", "true"], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "SLURM_CONF": str(conf)})
+    assert r.returncode == 2
+    assert r.stderr.startswith("pctk: error: the Slurm controller (slurmctld) is not "
+                               "answering: "), r.stderr
+    assert r.stderr.rstrip().endswith("; fix: check the controller with `pctk local status` "
+                                      "(the twin) or `sinfo` (a cluster), then submit again")
+    assert "--queue" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

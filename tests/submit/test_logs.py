@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,9 +22,9 @@ def jobs_home(tmp_path, monkeypatch):
     return tmp_path / "jobs"
 
 
-def _pctk(*args: str) -> subprocess.CompletedProcess[str]:
+def _pctk(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "toolkit.cli", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=timeout)
 
 
 def test_array_job_id_shows_every_element_and_one_element_alone(twin, jobs_home):
@@ -96,3 +98,27 @@ def test_an_id_without_logs_is_one_line_and_exit_1(twin, jobs_home):
     assert r.returncode == 1
     assert len(r.stderr.strip().splitlines()) == 1
     assert f"no logs found for task 5 of job {job_id}" in r.stderr
+
+
+@pytest.mark.parametrize("replacement", ["fifo", "symlink"])
+def test_a_log_that_is_a_fifo_or_a_symlink_is_refused_in_one_line(twin, jobs_home, tmp_path,
+                                                                  replacement):
+    sub = _pctk("submit", "-q", "cpu", "--wait", "--json", "--", "echo", "the real log")
+    assert sub.returncode == 0, sub.stderr
+    info = json.loads(sub.stdout)
+    (log,) = [p for p in Path(info["folder"]).glob(f"{info['job_ids'][0]}.*.out")
+              if p.read_text().strip() == "the real log"]
+    log.unlink()
+    if replacement == "fifo":
+        os.mkfifo(log)  # no writer: a plain open() waits for one for ever
+        kind = "a FIFO"
+    else:
+        secret = tmp_path / "secret"
+        secret.write_text("root:$6$not-for-the-job-owner\n")  # /etc/shadow's stand-in
+        log.symlink_to(secret)
+        kind = "a symbolic link"
+    r = _pctk("logs", info["job_ids"][0], timeout=60)  # before: a FIFO hung it for ever
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"pctk: error: {log}: not a regular file ({kind}), so it is "
+                               "not shown; fix: "), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "not-for-the-job-owner" not in r.stdout

@@ -50,7 +50,7 @@ def _refresh_results(db: Path, out: Path) -> None:
     """Rewrite the results textfile (what `pctk results prometheus -o` does)."""
     from toolkit.results.prometheus import write_textfile  # prometheus_client: ~45 ms
 
-    store = ResultStore(db)
+    store = ResultStore(db, writer=False)
     try:
         write_textfile(store, out, DEFAULT_THRESHOLD)
     finally:

@@ -141,7 +141,7 @@ def _load_records(refs: list[str], db: Path | None) -> list[dict[str, Any]]:
     from toolkit.results.ingest import record_from
     from toolkit.results.store import ResultStore
 
-    with ResultStore(db) as store:
+    with ResultStore(db, writer=False) as store:
         return [record_from(ref, store) for ref in refs]
 
 

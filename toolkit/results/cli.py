@@ -45,9 +45,10 @@ REPORT_OUT_OPTION = typer.Option(Path("report.html"), "--out", "-o", help="HTML 
 
 
 @contextmanager
-def open_store(db: Path | None) -> Iterator[ResultStore]:
-    """The store, closed afterwards; each stored record a reader skipped is named once."""
-    store = ResultStore(db)
+def open_store(db: Path | None, *, writer: bool = False) -> Iterator[ResultStore]:
+    """The store, closed afterwards; each stored record a reader skipped is named once. A
+    reader (``writer`` False) reads a database it cannot write (a read-only mount) too."""
+    store = ResultStore(db, writer=writer)
     try:
         yield store
     finally:
@@ -209,7 +210,7 @@ def add(
 ) -> None:
     """Ingest record files written by node-side jobs, with their raw logs."""
     loaded = load_record_files(files, logs)  # before opening: bad input creates no database
-    with open_store(db) as store:
+    with open_store(db, writer=True) as store:
         done = store_record_files(store, loaded)
         if make_baseline:
             for item in done:
@@ -242,7 +243,7 @@ def baseline(
     as_json: bool = JsonOption,
 ) -> None:
     """Set the baseline of a result's cluster / instance type / kind, or list baselines."""
-    with open_store(db) as store:
+    with open_store(db, writer=result_id is not None) as store:
         if result_id is not None:
             cluster, instance_type, kind = store.set_baseline(result_id)
             rid = store.resolve_id(result_id)

@@ -9,6 +9,8 @@ measurements still count. A log passed explicitly that is missing or refused is 
 
 from __future__ import annotations
 
+import os
+import shlex
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import RecordError, read_record, validate_record
-from toolkit.errors import PctkError
+from toolkit.errors import PctkError, visible
 from toolkit.results.rawlogs import LogRefused, NamedLog, RawLog, check_raw_log
 from toolkit.results.store import ResultStore, printable
 
@@ -125,31 +127,74 @@ def store_finished_run(record: Path | dict[str, Any], db: Path | None = None,
     """Store a record a pctk command just made: a record file (with the raw logs in its
     folder), or a record in memory with the log files it was parsed from (``logs``).
 
-    Called as a benchmark or health run finishes: a failure to store is one warning line on
-    stderr and ``None``, never a lost result (the record file stays where it was written).
+    Called as a benchmark or health run finishes, after its record file was written: a
+    failure to store is one warning line on stderr and ``None``, never a lost result.
     """
-    shown = record if isinstance(record, Path) else "the record (write it with -o)"
+    paths = [record] if isinstance(record, Path) else []
     try:
         loaded = (load_record_file(record, logs) if isinstance(record, Path)
                   else _loaded_in_memory(record, logs))
+    except (PctkError, OSError, LogRefused, RecordError) as exc:
+        _not_stored(exc, paths)
+        return None
+    done = _store_loaded([loaded], db, paths)
+    return done[0] if done else None
+
+
+def store_finished_runs(records: Sequence[Path], db: Path | None = None
+                        ) -> list[Ingested] | None:
+    """Store record files a command has written (``pctk bench scaling``: each size's and
+    the study's) in one opening of the database; ``None`` after the one warning line that
+    says why not and the ``pctk results add`` that stores them later."""
+    try:
+        loaded = load_record_files(records)
+    except PctkError as exc:
+        _not_stored(exc, records)
+        return None
+    return _store_loaded(loaded, db, records)
+
+
+def _store_loaded(loaded: Sequence[RecordFile], db: Path | None,
+                  paths: Sequence[Path]) -> list[Ingested] | None:
+    try:
         with ResultStore(db) as store:
-            done = store_record_files(store, [loaded])[0]
+            done = store_record_files(store, loaded)
             where = store.path
     except (PctkError, OSError, sqlite3.Error, LogRefused, RecordError) as exc:
-        reason = exc.one_line() if isinstance(exc, PctkError) else str(exc)
-        print(f"pctk: warning: result not stored in the results database: {reason}; "
-              f"the run's result is unaffected (`pctk results add` can store {shown} later)",
-              file=sys.stderr)
+        _not_stored(exc, paths)
         return None
-    for name in [*done.missing_logs, *done.refused_logs]:
-        print(f"pctk: warning: raw log not kept: {name}", file=sys.stderr)
-    if done.new:
-        print(f"stored {done.kind} result {done.id} in {where} ({done.logs} raw log(s))",
-              file=sys.stderr)
-    else:
-        print(f"{done.kind} result already stored as {done.id} in {where} (same record or "
-              "same raw logs)", file=sys.stderr)
+    for item in done:
+        for name in [*item.missing_logs, *item.refused_logs]:
+            print(f"pctk: warning: raw log not kept: {name}", file=sys.stderr)
+        if item.new:
+            print(f"stored {item.kind} result {item.id} in {where} ({item.logs} raw log(s))",
+                  file=sys.stderr)
+        else:
+            print(f"{item.kind} result already stored as {item.id} in {where} (same record or "
+                  "same raw logs)", file=sys.stderr)
     return done
+
+
+def _not_stored(exc: Exception, paths: Sequence[Path]) -> None:
+    """One line: why the results database did not take the run, where its record is and
+    the command that stores it later (the run's verdict and exit code are unaffected)."""
+    reason = exc.one_line() if isinstance(exc, PctkError) else visible(str(exc))
+    if not paths:
+        later = ("the record is not in a file: write it with -o FILE, then "
+                 "`pctk results add FILE`")
+    elif len(paths) == 1:
+        later = (f"the record is in {visible(str(paths[0]))}: store it later with "
+                 f"`pctk results add {visible(shlex.quote(str(paths[0])))}`")
+    else:
+        later = (f"the {len(paths)} records are in {visible(str(_common_folder(paths)))}: "
+                 "store them later with `pctk results add "
+                 + " ".join(visible(shlex.quote(str(p))) for p in paths) + "`")
+    print(f"pctk: warning: not stored in the results database ({reason}); {later}",
+          file=sys.stderr)
+
+
+def _common_folder(paths: Sequence[Path]) -> Path:
+    return Path(os.path.commonpath([str(p.absolute().parent) for p in paths]))
 
 
 def _loaded_in_memory(record: dict[str, Any], logs: Sequence[Path]) -> RecordFile:

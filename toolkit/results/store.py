@@ -26,12 +26,21 @@ old version's or another writer's) is skipped and named in :attr:`ResultStore.un
 
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 database applies the missing ones in order inside one transaction.
+
+Read-only: a reader (``ResultStore(path, writer=False)``: list, show, report, ...) opens a
+database this process cannot write (a read-only mount, an immutable file, another user's
+file) read-only, without migrations: ``mode=ro`` when its folder can be written (SQLite may
+still make the ``-shm`` file a WAL reader needs), ``immutable=1`` when it cannot (no lock,
+no ``-shm``: the file must not change while it is read, which a read-only mount gives; what a
+writer elsewhere left in an unmerged ``-wal`` is not seen). A schema older than this pctk's
+is then an error, not a migration. A writer is told in one line that the file is read-only.
 """
 
 from __future__ import annotations
 
 import builtins
 import datetime as dt
+import errno
 import hashlib
 import os
 import re
@@ -284,13 +293,49 @@ def _copy_hashing(src_fd: int, dest_fd: int, limit: int) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-class ResultStore:
-    """Result records and raw logs in SQLite. Open, use, :meth:`close` (or ``with``)."""
+def unwritable_reason(path: Path) -> str | None:
+    """Why this process cannot write the existing database ``path`` (or the journal and WAL
+    files SQLite makes in its folder), or None when it can. Asked of the kernel (access(2)),
+    which also answers for root: a read-only mount (EROFS) or an immutable file (EPERM)."""
+    if not os.access(path, os.W_OK):
+        try:  # the kernel's own reason; opening for writing without O_TRUNC changes nothing
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+        except OSError as exc:
+            return f"the file: {exc.strerror}"
+        return "the file: permission denied"
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder: {os.strerror(_folder_errno(path.parent))}"
+    return None
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+
+def _folder_errno(folder: Path) -> int:
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return errno.EROFS
+    except OSError:
+        pass
+    return errno.EACCES
+
+
+class ResultStore:
+    """Result records and raw logs in SQLite. Open, use, :meth:`close` (or ``with``).
+
+    ``writer=False``: the caller only reads; a database it cannot write is opened read-only
+    (:attr:`read_only`) instead of failing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 writer: bool = True) -> None:
         self.path = results_db_file(Path(path)) if path is not None else default_db_path()
         self.logs_dir = self.path.with_suffix(".logs")
         self.unusable: dict[str, str] = {}  # stored record id -> why a reader skipped it
+        self.read_only = False
+        if self.path.exists() and (why := unwritable_reason(self.path)):
+            if writer:
+                raise PctkError(f"{self.path}: cannot write the results database ({why})",
+                                f"point --db / ${ENV_DB} at a file you can write")
+            self._open_read_only()
+            return
         dir_mode, file_mode = store_modes()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=dir_mode)
@@ -320,6 +365,40 @@ class ResultStore:
                 f"check the path, or point --db / ${ENV_DB} at another file",
             ) from None
 
+    def _open_read_only(self) -> None:
+        self.read_only = True
+        query = "mode=ro" if os.access(self.path.parent, os.W_OK) else "immutable=1"
+        try:
+            self._conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?{query}", uri=True,
+                                         timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.journal_mode = str(self._conn.execute("PRAGMA journal_mode").fetchone()[0])
+            version = stored_version(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise PctkError(f"{self.path}: cannot read the results database read-only ({exc})",
+                            f"check the path, or point --db / ${ENV_DB} at another file"
+                            ) from None
+        try:
+            check_not_newer(version)
+            if version < SCHEMA_VERSION:
+                what = (f"schema version {version} is older than this pctk reads "
+                        f"({SCHEMA_VERSION})" if version else "holds no results tables")
+                raise PctkError(
+                    f"{self.path}: the results database {what}, and it is read-only here, so "
+                    "it cannot be migrated",
+                    "open it once where it can be written (any `pctk results list`), or "
+                    "copy it somewhere writable and pass the copy with --db")
+        except PctkError:
+            self._conn.close()
+            raise
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise PctkError(f"{self.path}: the results database is open read-only",
+                            f"point --db / ${ENV_DB} at a file you can write")
+
     def __enter__(self) -> ResultStore:
         return self
 
@@ -342,7 +421,7 @@ class ResultStore:
         self._conn.execute("COMMIT")
 
     def schema_version(self) -> int:
-        return current_version(self._conn)
+        return stored_version(self._conn) if self.read_only else current_version(self._conn)
 
     # --- records -------------------------------------------------------------------------
 
@@ -358,6 +437,7 @@ class ResultStore:
         returned is then the stored one.
         """
         validate_record(record)
+        self._require_writable()
         clean_stale_incoming(self.logs_dir)  # what a killed writer left behind
         rid = record["id"]
         if self.has(rid):
@@ -565,6 +645,7 @@ class ResultStore:
 
     def set_baseline(self, rid: str) -> tuple[str, str, str]:
         """Make a result the baseline of its (cluster, instance type, kind); returns that key."""
+        self._require_writable()
         record = self.get(rid)
         key = (*group_key(record), record["kind"])
         with self._transaction() as conn:
@@ -610,17 +691,30 @@ def current_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
+def stored_version(conn: sqlite3.Connection) -> int:
+    """The schema version, without creating anything (a read-only connection)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                    "name = 'schema_migrations'").fetchone() is None:
+        return 0
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def check_not_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise PctkError(
+            f"results database schema version {version} is newer than this pctk "
+            f"understands ({SCHEMA_VERSION})",
+            "upgrade pctk, or use another --db",
+        )
+
+
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     """Apply the missing migrations up to ``target``; returns the version reached."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = current_version(conn)
-        if version > SCHEMA_VERSION:
-            raise PctkError(
-                f"results database schema version {version} is newer than this pctk "
-                f"understands ({SCHEMA_VERSION})",
-                "upgrade pctk, or use another --db",
-            )
+        check_not_newer(version)
         for number in range(version + 1, target + 1):
             for statement in MIGRATIONS[number - 1].split(";"):
                 if statement.strip():

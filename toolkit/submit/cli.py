@@ -6,6 +6,7 @@ import importlib
 import os
 import pwd
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from toolkit import slurm
 from toolkit.cliout import FAILED, INTERRUPTED, JsonOption, emit_json, exit_with
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
+from toolkit.fsutil import NotRegularFile, open_regular_fd
 from toolkit.submit.cluster import SYSTEM_SLURM_CONF, load_cluster, use_running_twin
 from toolkit.submit.command import (
     CommandJob,
@@ -279,10 +281,11 @@ def logs(
         current = _log_paths(job_id, task)
         for p in current:
             try:
-                with open(p, "rb") as fh:
-                    fh.seek(offsets.get(p, 0))
-                    chunk = fh.read()
-                    offsets[p] = fh.tell()
+                chunk = _read_from(p, offsets)
+            except NotRegularFile as exc:
+                raise PctkError(f"{exc}, so it is not shown", "a job's log is a regular "
+                                f"file: see what replaced it (ls -l {shlex.quote(str(p))})"
+                                ) from None
             except OSError:
                 continue
             if chunk:
@@ -300,6 +303,17 @@ def logs(
             time.sleep(1)
         except KeyboardInterrupt:
             return
+
+
+def _read_from(path: Path, offsets: dict[Path, int]) -> bytes:
+    """What ``path`` holds past the offset read last time. A regular file only: a FIFO
+    would block forever and a symbolic link could show any file (/etc/shadow), so both
+    are refused (NotRegularFile) before a byte is read."""
+    with os.fdopen(open_regular_fd(path, follow_symlinks=False), "rb") as fh:
+        fh.seek(offsets.get(path, 0))
+        chunk = fh.read()
+        offsets[path] = fh.tell()
+    return chunk
 
 
 def cancel(

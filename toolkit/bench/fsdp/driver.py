@@ -24,7 +24,8 @@ from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
 from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
-from toolkit.fsutil import atomic_write_text
+from toolkit.fsutil import atomic_write_text, file_kind
+from toolkit.joblog import no_record_error
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.submit.efa import efa_env
@@ -237,7 +238,12 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
         seq_len, batch_per_gpu = seq_len or fallback, batch_per_gpu or 1
     if train.data is not None:
         if not train.data.is_file():
-            raise PctkError(f"--data {train.data}: no such file")
+            try:  # a FIFO or a folder exists: "no such file" would send the user astray
+                raise PctkError(f"--data {train.data}: not a regular file "
+                                f"({file_kind(train.data)})", "the nodes read it more than "
+                                "once: save the samples to a JSONL file and pass that")
+            except OSError:
+                raise PctkError(f"--data {train.data}: no such file") from None
         data = train.data.resolve()
         train = replace(train, data=data)  # the node runs in another folder
         if train.workload == "sft":  # checked here, not minutes later on a node
@@ -290,8 +296,7 @@ def run(job: FsdpJob, *, wait_for_it: bool = True, timeout: float | None = None,
     state = wait(job_id, timeout, quiet=quiet)
     done = FsdpRun(job, job_id, state)
     if not job.record_path.exists():
-        raise PctkError(f"job {job_id} ended {state} without a result record",
-                        log=str(done.log))
+        raise no_record_error(job_id, state, done.log)
     rec = read_record(job.record_path)
     if done.log.is_file() and done.log.name not in rec["raw_logs"]:
         rec["raw_logs"] = [*rec["raw_logs"], done.log.name]  # kept with the record when stored

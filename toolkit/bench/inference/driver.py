@@ -23,6 +23,7 @@ from toolkit import catalog, slurm
 from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.joblog import no_record_error
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.submit.jobspec import JobSpec, sbatch_header, unset_launcher_variables
@@ -260,8 +261,7 @@ def run(job: InferenceJob, *, wait_for_it: bool = True, timeout: float | None = 
             f"job {job_id}: {s}"))
     done = InferenceRun(job, job_id, state)
     if not job.record_path.exists():
-        raise PctkError(f"job {job_id} ended {state} without a result record",
-                        log=str(done.log))
+        raise no_record_error(job_id, state, done.log)
     rec = read_record(job.record_path)
     if done.log.is_file() and done.log.name not in rec["raw_logs"]:
         rec["raw_logs"] = [*rec["raw_logs"], done.log.name]

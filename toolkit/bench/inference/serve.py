@@ -21,6 +21,7 @@ left), then the command exits 130.
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
@@ -36,6 +37,7 @@ from toolkit.bench.inference.driver import csv, parse_ints
 from toolkit.bench.jobrun import Ran
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.joblog import no_record_error
 from toolkit.paths import code_root, new_run_dir
 from toolkit.progress import ProgressLines
 from toolkit.submit.jobspec import JobSpec, sbatch_header
@@ -121,6 +123,11 @@ class ServeRun(Ran):
         return self.job.run_dir / f"load-{self.job_id}.out"
 
 
+# the longest start-up a server is waited for; the server job's Slurm time limit is made
+# from it, so inf or 1e400 would be no limit at all (and no integer of minutes)
+MAX_SERVER_TIMEOUT_S = 7 * 24 * 3600
+
+
 def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | None,
          load_partition: str | None, gpus_per_node: int | None, device: str,
          concurrencies: str | None, requests: int | None, prompt_tokens: int | None,
@@ -149,6 +156,9 @@ def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | 
                             "tokenizer) on storage every node sees")
     d = GPU_DEFAULTS if gpus else CPU_DEFAULTS
     for flag, slo in (("--slo-ttft-ms", slo_ttft_ms), ("--slo-tpot-ms", slo_tpot_ms)):
+        if slo is not None and not math.isfinite(slo):
+            raise PctkError(f"{flag} {slo:g}: an SLO must be a finite number of ms",
+                            f"e.g. {flag} 500")
         if slo is not None and slo <= 0:
             raise PctkError(f"{flag} {slo:g}: an SLO must be above 0 ms", f"e.g. {flag} 500")
     job = ServeJob(
@@ -167,6 +177,10 @@ def plan(*, model: str, checkpoint: Path | None, backend: str, partition: str | 
 
 
 def validate(job: ServeJob) -> None:
+    if not (math.isfinite(job.server_timeout) and 0 < job.server_timeout <= MAX_SERVER_TIMEOUT_S):
+        raise PctkError(f"--server-timeout {job.server_timeout:g}: must be a finite number of "
+                        f"seconds from 1 to {MAX_SERVER_TIMEOUT_S} (7 days): the server job's "
+                        "time limit is made from it", "e.g. --server-timeout 900")
     if job.requests < 0 or job.prompt_tokens < 1 or job.output_tokens < 1:
         raise PctkError("--requests cannot be negative; --prompt-tokens and --output-tokens "
                         "must be positive")
@@ -307,8 +321,7 @@ def run(job: ServeJob, *, timeout: float | None = None, quiet: bool = False,
                            else "cancelled") + (" (still listed)" if stuck else ""))
     done = ServeRun(job, load_id, server_id, state)
     if not job.record_path.exists():
-        raise PctkError(f"load job {load_id} ended {state} without a result record",
-                        log=str(done.log))
+        raise no_record_error(load_id, state, done.log, what="load job")
     rec = read_record(job.record_path)
     logs = [p.name for p in (done.log, job.run_dir / f"server-{server_id}.out",
                              job.run_dir / "server.log") if p.is_file()]

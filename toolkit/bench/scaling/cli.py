@@ -5,6 +5,7 @@ The training options are the same TrainConfig-derived ones ``pctk bench fsdp`` o
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,8 +26,9 @@ from toolkit.bench.scaling import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
+from toolkit.errors import PctkError
 from toolkit.results.diagnose import BOTTLENECKS, verdict_lines
-from toolkit.results.ingest import store_finished_run
+from toolkit.results.ingest import store_finished_runs
 from toolkit.results.scaling import scaling_record, study
 from toolkit.results.store import ResultStore
 from toolkit.submit.longrun import long_command
@@ -70,14 +72,13 @@ def scaling_command(
         return
     with long_command():
         done = driver.run(job, timeout=timeout, quiet=as_json)
-    if store:
-        for size in job.jobs:
-            if size.nodes not in done.missing:
-                store_finished_run(size.record_path, db)
+    # the study and its plots are written to the run folder first: a results database that
+    # cannot be written (or read) loses nothing, and says how to store the records later
     rec, plots = summarise(job, done.records, db, store)
     write_record(job.record_path, rec)
     if store:
-        store_finished_run(job.record_path, db)
+        store_finished_runs([*(size.record_path for size in job.jobs
+                               if size.nodes not in done.missing), job.record_path], db)
     if as_json:
         emit_json({"record": rec, "job_id": done.job_id, "missing_sizes": done.missing,
                    "plots": [str(p) for p in plots], "bottlenecks": list(BOTTLENECKS)})
@@ -96,11 +97,18 @@ def summarise(job: driver.ScalingJob, records: list[dict[str, Any]], db: Path | 
     it is used), its record and its PNGs."""
     from toolkit.results import plots  # matplotlib
 
+    reader = None
     if use_store:
-        with ResultStore(db) as s:
-            result = study(records, strong=job.strong, store=s)
-    else:
-        result = study(records, strong=job.strong)
+        try:
+            reader = ResultStore(db, writer=False)
+        except PctkError as exc:  # the study goes on without them, as with --no-store
+            print(f"pctk: warning: no stored busbw records for the prediction "
+                  f"({exc.one_line()})", file=sys.stderr)
+    try:
+        result = study(records, strong=job.strong, store=reader)
+    finally:
+        if reader is not None:
+            reader.close()
     scaling = scaling_record(records, result, driver.study_params(job, records, result["mode"]))
     return scaling, plots.write_scaling_pngs(scaling, job.run_dir)
 

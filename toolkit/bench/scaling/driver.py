@@ -22,6 +22,7 @@ from benchmarks.record import read_record, write_record
 from toolkit.bench.fsdp import driver as fsdp
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.joblog import no_record_error
 from toolkit.paths import new_run_dir
 from toolkit.submit.jobspec import sbatch_header, unset_launcher_variables
 
@@ -167,8 +168,7 @@ def run(job: ScalingJob, *, timeout: float | None = None, quiet: bool = False) -
             write_record(size.record_path, rec)
         records.append(rec)
     if not records:
-        raise PctkError(f"job {job_id} ended {state} without a result record at any size",
-                        log=str(log))
+        raise no_record_error(job_id, state, log, suffix=" at any size")
     return ScalingRun(job, job_id, state, records, missing)
 
 

@@ -14,18 +14,8 @@ from benchmarks.storage.aggregate import THROUGHPUT_PHASES
 from toolkit.bench.storage.driver import StorageJob, bench_storage, default_run_dir
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
-from toolkit.results.ingest import load_record_files, store_record_files
-from toolkit.results.store import ResultStore
+from toolkit.results.ingest import store_finished_run
 from toolkit.submit.longrun import long_command
-
-
-def store_record(record: Path, db: Path | None) -> str:
-    """Add the record (with the fio reports it names) to the results database; its id."""
-    store = ResultStore(db)
-    try:
-        return store_record_files(store, load_record_files([record]))[0].id
-    finally:
-        store.close()
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -138,8 +128,9 @@ def storage_command(
                                 timeout=timeout, on_state=lambda state:
                                 status.update(f"storage benchmark: job {state} "
                                               f"({time.monotonic() - start:.0f}s)"))
-        if store:
-            res.stored = store_record(res.record_path, db)
+        if store:  # the record (and the fio reports it names) is in the run folder already
+            stored = store_finished_run(res.record_path, db)
+            res.stored = stored.id if stored else None
         if as_json:
             emit_json(res.record)
         else:

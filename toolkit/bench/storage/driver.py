@@ -25,6 +25,7 @@ from toolkit import catalog, slurm
 from toolkit.bench.storage import expect
 from toolkit.config.yamlio import load_yaml
 from toolkit.errors import PctkError
+from toolkit.joblog import no_record_error
 from toolkit.paths import code_root, new_run_dir, resolve_config, sbatch_script
 from toolkit.submit.cluster import find_cluster_config
 from toolkit.submit.jobspec import JobSpec, sbatch_options
@@ -158,7 +159,7 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
                         "every node mounts, with enough free space", log=str(log))
     path = job.run_dir / "record.json"
     if not path.exists():
-        raise PctkError(f"job {job_id} ended {state} without a result record", log=str(log))
+        raise no_record_error(job_id, state, log)
     rec = read_record(path)
     if network_gbps is None and detect_instance and rec["cluster"].get("instance_type"):
         found = catalog.find(rec["cluster"]["instance_type"])
