@@ -293,7 +293,7 @@ READERS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
     (("results", "list", "--limit", "100"), ()),
     (("results", "compare", "--json"), ("scaling", "slow-nodes")),
     (("results", "trend", "--json"), ("slow-nodes",)),
-    (("results", "prometheus"), ("scaling", "slow-nodes")),
+    (("results", "prometheus"), ()),  # every kind: the overall verdict reads them all
     (("report", "--out", "REPORT"), ()),
 ]
 
