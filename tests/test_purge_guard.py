@@ -140,3 +140,18 @@ def test_configs_that_differ_only_in_dash_and_underscore_do_not_share_a_twin(tmp
     for words in ("rt_x.yaml", "rt-x.yaml", "'rt_x'", "rename one config"):
         assert words in last, last
     assert after == before
+
+
+def test_status_after_a_purge_names_no_twin(tmp_path):
+    """After `down --purge`, `local status` showed a twin 'p5_training' that was never
+    started (the default preset's folder name); it now says there is none."""
+    root = tmp_path / "twins"
+    twin = root / "mycluster"
+    twin.mkdir(parents=True)
+    state.save(twin, state.TwinState(cluster="mycluster", config=str(tmp_path / "x.yaml")))
+    env = _env(tmp_path, PCTK_TWIN_DIR=str(root))
+    assert _pctk(env, "local", "down", "--purge").returncode == 0
+    r = _pctk(env, "local", "status")
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert r.stdout.startswith(f"no twin in {root}:"), r.stdout
+    assert "p5_training" not in r.stdout

@@ -48,6 +48,11 @@ ClusterOpt = typer.Option(
 
 
 def _status_table(st: TwinStatus, console: Console) -> None:
+    if st.config is None and st.cluster is None and not st.daemons:
+        # nothing was ever started here (or it was purged): no twin to name
+        console.print(f"no twin in {visible(escape(str(st.state_dir.parent)))}: `pctk local "
+                      "up` starts one (`--config FILE` for a config of yours)")
+        return
     head = st.state
     dead = [d for d in st.dead_daemons if d not in st.missing]
     said = ([f"{', '.join(dead)} down"] if dead else []) + (
