@@ -191,11 +191,61 @@ def sbatch(args: list[str], *, env: Mapping[str, str] | None = None,
         raise PctkError(f"the Slurm controller (slurmctld) is not answering: "
                         f"{error_line(r, 'sbatch')}", NO_CONTROLLER_HINT)
     if r.returncode != 0:
+        shape = partition_summary(partition_of(args, cwd))
         raise PctkError(f"sbatch refused the job: {error_line(r, 'sbatch')}",
-                        _sbatch_hint(r.stderr, hint))
+                        _sbatch_hint(r.stderr, hint) + (f" ({shape})" if shape else ""))
     job_id = parse_job_id(r.stdout)
     SUBMITTED.append(job_id)
     return job_id
+
+
+def partition_of(args: list[str], cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """The partition sbatch ``args`` ask for: ``--partition``/``-p``, else the script's own
+    ``#SBATCH --partition`` line; None when neither names one."""
+    for i, a in enumerate(args):
+        if a.startswith("--partition="):
+            return a.split("=", 1)[1]
+        if a in ("-p", "--partition") and i + 1 < len(args):
+            return args[i + 1]
+    scripts = [a for a in args if not a.startswith("-")]
+    if not scripts:
+        return None
+    path = os.path.join(cwd or "", scripts[0])
+    with contextlib.suppress(OSError, UnicodeDecodeError), open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.startswith("#"):
+                break
+            if line.startswith("#SBATCH --partition="):
+                return line.split("=", 1)[1].strip()
+    return None
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in sinfo's %G (``gpu:h100:8``, ``gpu:8(S:0-1)``, ``(null)``)."""
+    return sum(int(p[-1]) for item in gres.split(",")
+               if (p := item.split("(")[0].split(":"))[0] == "gpu" and p[-1].isdigit())
+
+
+def partition_summary(partition: str | None) -> str | None:
+    """What a refused job's partition offers: ``cpu has 8 nodes of 2 CPUs, 2 GiB and no
+    GPU`` (sizes differ: the smallest and largest); None when Slurm does not say."""
+    if not partition:
+        return None
+    rows = [n for n in partition_nodes(partition) if n["cpus"].isdigit()]
+    if not rows:
+        return None
+
+    def span(values: list[float], unit: str) -> str:
+        low, high = min(values), max(values)
+        return f"{low:g}{unit}" if low == high else f"{low:g}-{high:g}{unit}"
+
+    cpus: list[float] = [int(n["cpus"]) for n in rows]
+    gib: list[float] = [round(int(n["memory"]) / 1024, 1) for n in rows
+                        if n["memory"].isdigit()]
+    gpu: list[float] = [gres_gpus(n["gres"]) for n in rows]
+    return (f"{partition} has {len(rows)} node(s) of {span(cpus, ' CPUs')}"
+            + (f", {span(gib, ' GiB')}" if gib else "")
+            + (" and no GPU" if not any(gpu) else f" and {span(gpu, ' GPUs')}"))
 
 
 # every job this process submitted, in order: a long command stopped by Ctrl-C or SIGTERM

@@ -132,6 +132,25 @@ def test_defaults_fit_nodes_without_gpus(twin, tmp_path: Path,
 
 
 @pytest.mark.twin
+def test_a_refused_job_is_told_what_its_partition_has(twin, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """8 ranks a node on 2-CPU nodes: Slurm refuses it ("Requested node configuration is not
+    available", "More processors requested than permitted"); the hint names what the
+    partition's nodes have, not only `sinfo`."""
+    code = main(["bench", "fsdp", "--partition", "cpu", "--nodes", "2", "--model", "tiny",
+                 "--tasks-per-node", "8", "--gpus-per-node", "0", "--run-dir",
+                 str(tmp_path / "run")])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "sbatch refused the job" in err, err
+    import re
+
+    assert re.search(r"\(cpu has \d+ node\(s\) of \d+ CPUs, [\d.]+ GiB and no GPU\)$", err), err
+
+
+@pytest.mark.twin
 def test_job_that_dies_without_a_record_is_an_error(twin, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,16 +66,6 @@ def _per_node(sbatch_args: list[str]) -> tuple[int, int, int, int]:
     return (num("nodes", 1), num("ntasks-per-node", 1) * num("cpus-per-task", 1), mib, gpus)
 
 
-def _gpus(gres: str) -> int:
-    """GPUs in sinfo's %G (``gpu:h100:8``, ``gpu:8(S:0-1)``, ``(null)``)."""
-    total = 0
-    for item in gres.split(","):
-        parts = item.split("(")[0].split(":")
-        if parts[0] == "gpu" and parts[-1].isdigit():
-            total += int(parts[-1])
-    return total
-
-
 def waits_for_unavailable(sbatch_args: list[str], partition: str) -> list[dict[str, str]] | None:
     """The partition's unavailable nodes when enough of all its nodes, as configured, could
     hold the job (it only waits for them); None when the configuration can never hold it."""
@@ -88,7 +78,8 @@ def waits_for_unavailable(sbatch_args: list[str], partition: str) -> list[dict[s
     def fits(n: dict[str, str]) -> bool:
         have_cpus = int(n["cpus"]) if n["cpus"].isdigit() else 0
         have_mib = int(n["memory"]) if n["memory"].isdigit() else 0
-        return have_cpus >= cpus and (not mib or have_mib >= mib) and _gpus(n["gres"]) >= gpus
+        return (have_cpus >= cpus and (not mib or have_mib >= mib)
+                and slurm.gres_gpus(n["gres"]) >= gpus)
 
     return down if sum(fits(n) for n in nodes) >= count else None
 

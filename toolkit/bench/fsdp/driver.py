@@ -144,18 +144,12 @@ def partition_shape(partition: str | None) -> NodeShape | None:
             return None
         partition = marked[0].rstrip("*")
     rows = slurm.partition_nodes(partition)
-    shapes = [(int(n["cpus"]), int(n["memory"]), _gres_gpus(n["gres"])) for n in rows
+    shapes = [(int(n["cpus"]), int(n["memory"]), slurm.gres_gpus(n["gres"])) for n in rows
               if n["cpus"].isdigit() and n["memory"].isdigit()]
     if not shapes:
         return None
     cpus, mib, gpus = min(shapes, key=lambda s: (s[2], s[1], s[0]))
     return NodeShape(partition, cpus, mib, gpus)
-
-
-def _gres_gpus(gres: str) -> int:
-    """GPUs in sinfo's %G (``gpu:h100:8``, ``gpu:8(S:0-1)``, ``(null)``)."""
-    return sum(int(parts[-1]) for item in gres.split(",")
-               if (parts := item.split("(")[0].split(":"))[0] == "gpu" and parts[-1].isdigit())
 
 
 def node_defaults(train: TrainConfig, *, nodes: int, partition: str | None,
