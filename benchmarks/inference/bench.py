@@ -188,16 +188,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                            "device_name": name, "host": socket.gethostname(), "prefill": [],
                            "decode": [], "tensor_parallel": size}
     with torch.inference_mode():
-        for length in args.prompt_lens:
+        def first_token_of(length: int) -> Callable[[], None]:
             tokens = prompt(1, length)
             cache = KVCache.empty(model, 1, length, dtype, device)
 
-            def first_token(tokens: torch.Tensor = tokens, cache: KVCache = cache) -> None:
+            def first_token() -> None:
                 forward(model, tokens, cache, 0)[:, -1].argmax(-1).item()
+            return first_token
 
+        runs = {length: first_token_of(length) for length in args.prompt_lens}
+        # every length warmed up before any is timed: the first length measured must not
+        # carry the process's one-time costs (allocator growth, kernel selection)
+        for run in runs.values():
             for _ in range(args.warmup):
-                first_token()
-            times = [timed(first_token) for _ in range(args.repeats)]
+                run()
+        for length in args.prompt_lens:
+            times = [timed(runs[length]) for _ in range(args.repeats)]
             ttft = statistics.median(times)
             out["prefill"].append({"prompt_len": length, "ttft_s": ttft,
                                    "tokens_per_s": length / ttft})
@@ -257,9 +263,12 @@ def _decode(model: Any, forward: Any, kv: Any, batch: int, args: argparse.Namesp
         step()
     times = [timed(step) for _ in range(args.decode_tokens)]
     total = sum(times)
+    # TPOT is the mean step, so that tokens/s per sequence is 1 / TPOT: both from the same
+    # samples (the median, which a few slow steps do not move, is kept beside it)
     row = {"batch": batch, "steps": len(times),
            "mean_context": args.context + args.warmup + (len(times) - 1) / 2,
-           "tpot_s": statistics.median(times),
+           "tpot_s": total / len(times),
+           "tpot_p50_s": statistics.median(times),
            "tpot_p90_s": sorted(times)[min(len(times) - 1, int(0.9 * len(times)))],
            "tokens_per_s_per_seq": len(times) / total,
            "tokens_per_s": batch * len(times) / total,

@@ -93,9 +93,21 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def samples_for(q: float) -> int:
+    """The fewest samples that give percentile ``q`` a sample beyond it: 10 for p90, 100 for
+    p99 (p50: 1). With fewer, the "p99" is only the largest value under another name."""
+    return 1 if q <= 50 else math.ceil(100 / (100 - q))
+
+
 def spread(values: Sequence[float]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {f"p{q}": percentile(values, q) for q in PERCENTILES}
-    out["mean"] = sum(values) / len(values) if values else None
+    """Percentiles that the samples can carry (None for those that need more,
+    :func:`samples_for`), the mean, the count and the largest value."""
+    n = len(values)
+    out: dict[str, float | None] = {
+        f"p{q}": percentile(values, q) if n >= samples_for(q) else None for q in PERCENTILES}
+    out["mean"] = sum(values) / n if values else None
+    out["count"] = n
+    out["max"] = max(values) if values else None
     return out
 
 

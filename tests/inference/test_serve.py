@@ -111,8 +111,9 @@ def test_level_figures_percentiles_and_goodput() -> None:
     assert level["slo_met"] == 2 and level["goodput_requests_per_s"] == 1.0
     assert level["slo_met_fraction"] == 2 / 5
     assert level["ttft_s"]["p50"] == pytest.approx(0.25)  # linear between ranks
-    assert level["ttft_s"]["p90"] == pytest.approx(0.37)
-    assert level["ttft_s"]["p99"] == pytest.approx(0.397)
+    # 4 samples carry no p90 or p99 (10 and 100 needed): the count and the largest instead
+    assert level["ttft_s"]["p90"] is None and level["ttft_s"]["p99"] is None
+    assert level["ttft_s"]["count"] == 4 and level["ttft_s"]["max"] == pytest.approx(0.4)
     assert level["itl_s"]["p50"] == pytest.approx(0.01)
     assert level["usd_per_million_output_tokens"] is None  # no price given
     # $36/h is a cent a second; at 10 output tokens/s a token costs a tenth of a cent
@@ -163,18 +164,22 @@ def test_server_and_load_on_two_nodes_stored_listed_plotted_exported(
         assert lv["mean_output_tokens"] == 12 and lv["mean_prompt_tokens"] == 24
         assert lv["output_tokens_per_s"] == pytest.approx(48 / lv["wall_s"])
         for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-            assert 0 <= lv[key]["p50"] <= lv[key]["p90"] <= lv[key]["p99"]
+            # a median of 4 requests, but no p90 or p99 (10 and 100 needed): their largest
+            spread = lv[key]
+            assert 0 <= spread["p50"] <= spread["max"]
+            assert (spread["p90"] is None) == (spread["count"] < 10)
+            assert (spread["p99"] is None) == (spread["count"] < 100)
         # a gap is 0 when two tokens' events arrive in one read (a busy host; CI saw the
         # median gap at 0.0); the others are real spans of time
         assert min(lv[k]["p50"] for k in ("ttft_s", "tpot_s", "e2e_s")) > 0
-        assert lv["ttft_s"]["p99"] < lv["e2e_s"]["p99"]
+        assert lv["ttft_s"]["max"] < lv["e2e_s"]["max"]
     assert {"server.log", "load-" + rec["cluster"]["job_id"] + ".out"} <= set(rec["raw_logs"])
     assert "concurrency 2" in dict(summary_rows(rec))
     # the server job was cancelled before the command returned
     assert twin.cmd("squeue", "-h", "-j", p["server_job_id"], check=False).stdout.strip() == ""
 
     listed = CliRunner().invoke(app, ["results", "list", "--kind", "serving", "--db", str(db)])
-    assert listed.exit_code == 0 and "TTFT p99" in listed.stdout, listed.output
+    assert listed.exit_code == 0 and "TTFT max" in listed.stdout, listed.output
     store = ResultStore(db)
     assert [r["id"] for r in store.latest("serving")] == [rec["id"]]
     series = {(s.key.metric, s.key.where) for s in load_series(store, kind="serving")}
@@ -186,7 +191,7 @@ def test_server_and_load_on_two_nodes_stored_listed_plotted_exported(
     assert plot and int(plot.group(1)) == 2, "no serving plot in the report"
     out, _count = write_textfile(store, tmp_path / "pctk.prom", 0.05)
     prom = out.read_text()
-    assert re.search(r'pctk_serving_ttft_seconds\{[^}]*concurrency="2"[^}]*quantile="0.99"'
+    assert re.search(r'pctk_serving_ttft_seconds\{[^}]*concurrency="2"[^}]*quantile="0.50"'
                      r'[^}]*\} ', prom), prom[:2000]
     assert "pctk_serving_goodput_requests_per_second{" in prom
     assert m.serving_scalars(rec)["c1_tpot_s_p50"] == rec["metrics"]["levels"][0]["tpot_s"][
@@ -274,8 +279,9 @@ def test_a_drop_of_output_tokens_per_second_is_a_regression() -> None:
     assert points[("goodput_requests_per_s", "concurrency 4")].regression
     same = compare_records(serving_record(99.0), serving_record(100.0), threshold=0.05)
     assert not any(p.regression for p in same.points) and len(same.points) == 2
+    # 8 requests carry no p99: the headline gives their slowest, named as such
     headline = m.headline(serving_record(80.0))
-    assert headline == "c4 80 tok/s TTFT p99 100 ms goodput 20.00 req/s"
+    assert headline == "c4 80 tok/s TTFT max 100 ms goodput 20.00 req/s"
 
 
 @pytest.mark.twin

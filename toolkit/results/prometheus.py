@@ -244,7 +244,8 @@ def _add_serving_samples(record: dict[str, Any], group: dict[str, str], family: 
         for key, (name, help_text) in SERVING_LATENCY_FAMILIES.items():
             for q in m.SERVING_QUANTILES:
                 if (value := level.get(f"{key}_{q}")) is not None:
-                    family(name, help_text).add({**labels, "quantile": f"0.{q[1:]}"}, value)
+                    quantile = "1" if q == "max" else f"0.{q[1:]}"  # p50 -> 0.50, max -> 1
+                    family(name, help_text).add({**labels, "quantile": quantile}, value)
         for key, (name, help_text) in SERVING_RATE_FAMILIES.items():
             if (value := level.get(key)) is not None:
                 family(name, help_text).add(labels, value)

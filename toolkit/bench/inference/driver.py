@@ -276,13 +276,21 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
                       + (f" x {p['tensor_parallel']} (tensor parallel)"
                          if p.get("tensor_parallel", 1) > 1 else "")
                       + f", decode {p.get('decode_path', 'eager')}")]
+    if p.get("warmup"):
+        rows.append(("timing", f"{p['warmup']} warm-up run(s) per prompt length and decode "
+                               "batch first, not counted; TTFT the median of "
+                               f"{p.get('repeats', '?')} timed run(s); TPOT the mean step "
+                               "(tokens/s per sequence = 1000 / TPOT ms), median beside it"))
     for r in m.get("prefill", []):
         rows.append((f"prefill {r['prompt_len']}",
                      f"TTFT {r['ttft_s'] * 1e3:.2f} ms, {r['tokens_per_s']:,.0f} tokens/s"))
     for r in m.get("decode", []):
+        median = (f" (median {r['tpot_p50_s'] * 1e3:.2f})"
+                  if isinstance(r.get("tpot_p50_s"), float) else "")
         rows.append((f"decode batch {r['batch']}",
-                     f"TPOT {r['tpot_s'] * 1e3:.2f} ms, {r['tokens_per_s_per_seq']:,.1f} "
-                     f"tokens/s per sequence, {r['tokens_per_s']:,.0f} aggregate, KV cache "
+                     f"TPOT {r['tpot_s'] * 1e3:.2f} ms{median}, "
+                     f"{r['tokens_per_s_per_seq']:,.1f} tokens/s per sequence, "
+                     f"{r['tokens_per_s']:,.0f} aggregate, KV cache "
                      f"{r['kv_cache_bytes'] / 2**20:,.1f} MiB"))
     if tt := m.get("test_time"):
         cost = tt.get("usd_per_million_output_tokens")

@@ -432,5 +432,11 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _ms3(spread: dict[str, float | None]) -> str:
+    """p50/p90/p99 in ms; a percentile the samples cannot carry is "-", and then the count
+    and the largest value are said (a p99 of 4 requests would be their maximum)."""
     vals = [spread.get(k) for k in ("p50", "p90", "p99")]
-    return "/".join("-" if v is None else f"{v * 1e3:.1f}" for v in vals) + " ms"
+    text = "/".join("-" if v is None else f"{v * 1e3:.1f}" for v in vals) + " ms"
+    count, top = spread.get("count"), spread.get("max")
+    if any(v is None for v in vals) and isinstance(count, int) and count and top is not None:
+        text += f" ({count} samples, max {top * 1e3:.1f} ms; p90 needs 10, p99 100)"
+    return text
