@@ -177,3 +177,21 @@ def test_impossible_input_is_one_line_and_exit_2(argv, message, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith("pctk: error: ") and message in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("text", "usd"), [
+    ("$500,000", 500_000), ("500k", 500_000), ("500,000", 500_000), ("$500K", 500_000),
+    ("1.2M", 1_200_000), ("$1.2M", 1_200_000), ("1e6", 1_000_000)])
+def test_budget_in_dollars(capsys, text, usd):
+    code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--budget", text)
+    assert code == 0
+    assert plan["inputs"]["budget_usd"]["value"] == usd
+    assert plan["cost_usd"]["on_demand"]["usd"] <= usd
+
+
+@pytest.mark.parametrize("text", ["500 dollars", "$", "€500", "$$5", "five"])
+def test_a_budget_that_is_no_amount_is_one_line(text, tmp_path):
+    r = _pctk("plan", "--budget", text)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (f"pctk: error: --budget {text!r} is not an amount of US dollars; "
+                        "fix: write e.g. 500000, $500,000, 500k or 1.2M\n")

@@ -37,6 +37,17 @@ def _amount(text: str | None, flag: str) -> float | None:
     return None if text is None else parse_amount(text, flag)
 
 
+def parse_usd(text: str, flag: str = "--budget") -> float:
+    """``$500,000``, ``500k``, ``1.2M``, ``250000`` -> US dollars; else a one-line error."""
+    number = text.strip()
+    number = number[1:] if number.startswith("$") else number
+    try:
+        return parse_amount(number, flag)
+    except PlanError:
+        raise PlanError(f"{flag} {text!r} is not an amount of US dollars",
+                        "write e.g. 500000, $500,000, 500k or 1.2M") from None
+
+
 def _gib(x: float) -> str:
     return f"{x:,.1f}"
 
@@ -221,7 +232,8 @@ def plan_command(
             heads=heads, kv_heads=kv_heads, ffn_dim=ffn_dim, vocab=vocab, seq_len=seq_len,
             tokens=_amount(tokens, "--tokens"), flops=_amount(flops, "--flops"),
             chinchilla=chinchilla, instance_type=instance_type, gpu=gpu, gpus=gpus,
-            nodes=nodes, days=days, budget=_amount(budget, "--budget"), mfu=mfu,
+            nodes=nodes, days=days, budget=None if budget is None else parse_usd(budget),
+            mfu=mfu,
             records=tuple(_load_records(from_record or [], db)),
             node_mtbf_hours=node_mtbf_hours, restart_minutes=restart_minutes,
             ckpt_gbps=ckpt_gbps, micro_batch=micro_batch, strategy=strategy.lower(),
