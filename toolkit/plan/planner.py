@@ -145,8 +145,32 @@ def validate(req: Request) -> None:
 
 # --- the model ----------------------------------------------------------------------------
 
-def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
+def _seq_len(req: Request, measured: Measured, default: int, default_source: str,
+             inputs: Inputs) -> int:
+    """--seq-len, else the one the measured MFU was measured at (its FLOPs per token depend
+    on it), else the default."""
+    uses_record = req.mfu is None and measured.mfu is not None
+    if uses_record and measured.seq_len is not None:
+        if req.seq_len is not None and req.seq_len != measured.seq_len:
+            raise PlanError(
+                f"--seq-len {req.seq_len:,} is not the sequence length the MFU of "
+                f"{measured.mfu_record} was measured at ({measured.seq_len:,})",
+                "leave out --seq-len, or give --mfu for another sequence length")
+        return inputs.put("seq_len", measured.seq_len,
+                          f"{measured.mfu_record}: the sequence length its MFU was measured at")
+    if req.seq_len is not None:
+        return inputs.put("seq_len", req.seq_len, "--seq-len")
+    if uses_record:
+        inputs.notes.append(f"{measured.mfu_record} does not say its sequence length "
+                            "(params.seq_len): its MFU is assumed to hold at "
+                            f"{default:,} tokens")
+    return inputs.put("seq_len", default, default_source)
+
+
+def resolve_shape(req: Request, inputs: Inputs,
+                  measured: Measured | None = None) -> tuple[Shape, int]:
     """The model's shape and the sequence length."""
+    measured = measured or Measured()
     if req.params is None:
         name = req.model or DEFAULT_MODEL
         try:
@@ -157,8 +181,7 @@ def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
         inputs.put("model", name.lower(), f"{src}: FSDP benchmark preset "
                    "(benchmarks/fsdp/config.py)")
         shape = m.shape_of(args)
-        seq = req.seq_len or args.max_seq_len
-        inputs.put("seq_len", seq, "--seq-len" if req.seq_len else "the preset's max_seq_len")
+        seq = _seq_len(req, measured, args.max_seq_len, "the preset's max_seq_len", inputs)
     else:
         n = int(req.params)
         shape_given = [req.layers, req.dim, req.heads]
@@ -179,8 +202,7 @@ def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
         for name in ("layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab"):
             if getattr(req, name) is not None:
                 inputs.put(name, getattr(req, name), f"--{name.replace('_', '-')}")
-        seq = req.seq_len or 8192
-        inputs.put("seq_len", seq, "--seq-len" if req.seq_len else "default")
+        seq = _seq_len(req, measured, 8192, "default", inputs)
         if not shape.has_attention_shape:
             inputs.notes.append("no --layers/--dim/--heads: FLOPs are 6N without the "
                                 "attention term, and activations are not estimated")
@@ -260,6 +282,8 @@ class Measured:
     instance_type: str | None = None
     mfu_model: str | None = None
     mfu_gpus: int | None = None
+    mfu_record: str = ""
+    seq_len: int | None = None  # the MFU's record's params.seq_len
     warnings: list[str] = field(default_factory=list)
 
 
@@ -290,6 +314,10 @@ def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = No
                                   f"{params.get('model', '?')}")
                 out.mfu_model = params.get("model")
                 out.mfu_gpus = params.get("world_size")
+                out.mfu_record = name
+                seq = params.get("seq_len")
+                out.seq_len = seq if isinstance(seq, int) and not isinstance(seq, bool) \
+                    and seq > 0 else None
                 out.instance_type = out.instance_type or itype
             else:
                 out.warnings.append(f"{name} has no MFU (no known GPU peak): not used")
@@ -372,7 +400,7 @@ def make_plan(req: Request) -> dict[str, Any]:
     inputs = Inputs()
     measured = read_records(req.records)
     inputs.notes.extend(measured.warnings)
-    shape, seq = resolve_shape(req, inputs)
+    shape, seq = resolve_shape(req, inputs, measured)
     fpt = m.flops_per_token(shape, seq)
     tokens = resolve_work(req, shape, fpt, inputs)
     flops = fpt * tokens
