@@ -16,6 +16,7 @@ from typing import Any
 from benchmarks.fsdp.config import PRESETS, preset
 from toolkit import catalog
 from toolkit.errors import PctkError
+from toolkit.plan import cluster as cl
 from toolkit.plan import model as m
 from toolkit.plan.model import GIB, PlanError, Shape
 
@@ -36,7 +37,6 @@ DEFAULT_NODE_MTBF_SOURCE = (
 DEFAULT_RESTART_MIN = 15.0
 DEFAULT_HEADROOM = 0.10  # of GPU memory kept for the CUDA context, NCCL buffers, allocator
 DEFAULT_FSX_GIB = 4800
-FSX_MB_S_PER_TIB = 250  # PERSISTENT_2 at the throughput tier pctk's specs default to
 MAX_NODES = 20_000
 
 # Capacity Block "effective instance hourly rate" (USD), AWS Capacity Blocks pricing page
@@ -437,6 +437,7 @@ def make_plan(req: Request) -> dict[str, Any]:
     fsx_src = ("--fsx-capacity-gib" if req.fsx_capacity_gib else
                f"default: {DEFAULT_FSX_GIB} GiB, or room for two checkpoints")
     inputs.put("fsx_capacity_gib", fsx_gib, fsx_src)
+    fsx = cl.default_fsx(fsx_gib)
     if req.ckpt_gbps is not None:
         ckpt_gbps = inputs.put("checkpoint_write_gb_per_s", req.ckpt_gbps, "--ckpt-gbps")
     elif measured.ckpt_gbps is not None:
@@ -444,10 +445,9 @@ def make_plan(req: Request) -> dict[str, Any]:
                                measured.ckpt_source)
     else:
         ckpt_gbps = inputs.put(
-            "checkpoint_write_gb_per_s", fsx_gib / 1024 * FSX_MB_S_PER_TIB / 1000,
-            f"default: FSx for Lustre PERSISTENT_2 baseline, {FSX_MB_S_PER_TIB} MB/s per TiB "
-            f"x {fsx_gib} GiB (measure yours with `pctk bench storage` and pass "
-            "--from-record)")
+            "checkpoint_write_gb_per_s", fsx.mb_per_s / 1000,
+            f"default: FSx for Lustre as `pctk config new` writes it, provisioned: "
+            f"{fsx.formula} (measure yours with `pctk bench storage` and pass --from-record)")
     ckpt_h = ckpt_bytes / (ckpt_gbps * 1e9) / 3600
     restart_h = restart_min / 60
     price = inst.price_usd_per_hour
