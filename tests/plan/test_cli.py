@@ -220,6 +220,7 @@ def test_a_plan_from_a_record_uses_the_sequence_length_its_mfu_was_measured_at(c
     assert seq["source"].startswith(f"record {rid[:12]}")
     assert seq["source"].endswith(": the sequence length its MFU was measured at")
     assert plan["flops_per_token"] == 51_471_998_976
+    assert plan["global_batch"]["tokens_per_step"] == 32 * 4096
     # another --seq-len would apply the MFU to another FLOPs count: refused
     r = _pctk("plan", "--model", "8b", "--from-record", rid, "--db", str(db), "--seq-len",
               "8192")
