@@ -123,6 +123,7 @@ def test_measured_mfu_and_checkpoint_rate_come_from_stored_records(capsys, tmp_p
     fsdp = fsdp_record(mfu=0.34)  # p5.48xlarge, checkpoint saves at 10.1 and 10.8 GB/s
     fsdp["cluster"]["twin"] = False
     fsdp["params"]["model"] = "8b"  # as benchmarks.fsdp.train writes the preset name
+    fsdp["params"]["seq_len"] = 8192  # and the sequence length its MFU was measured at
     storage = new_record("storage", metrics={"ckpt_write": {"mb_per_s": 25_000.0}},
                          status="PASS", cluster={"instance_type": "p5.48xlarge",
                                                  "twin": False})
@@ -177,3 +178,65 @@ def test_impossible_input_is_one_line_and_exit_2(argv, message, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith("pctk: error: ") and message in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("text", "usd"), [
+    ("$500,000", 500_000), ("500k", 500_000), ("500,000", 500_000), ("$500K", 500_000),
+    ("1.2M", 1_200_000), ("$1.2M", 1_200_000), ("1e6", 1_000_000)])
+def test_budget_in_dollars(capsys, text, usd):
+    code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--budget", text)
+    assert code == 0
+    assert plan["inputs"]["budget_usd"]["value"] == usd
+    assert plan["cost_usd"]["on_demand"]["usd"] <= usd
+
+
+@pytest.mark.parametrize("text", ["500 dollars", "$", "€500", "$$5", "five"])
+def test_a_budget_that_is_no_amount_is_one_line(text, tmp_path):
+    r = _pctk("plan", "--budget", text)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (f"pctk: error: --budget {text!r} is not an amount of US dollars; "
+                        "fix: write e.g. 500000, $500,000, 500k or 1.2M\n")
+
+
+def _gpu_fsdp_record(seq_len: int) -> dict[str, Any]:
+    rec = fsdp_record(mfu=0.34)
+    rec["cluster"]["twin"] = False
+    rec["params"].update(model="8b", seq_len=seq_len, device="cuda")
+    return rec
+
+
+def test_a_plan_from_a_record_uses_the_sequence_length_its_mfu_was_measured_at(capsys,
+                                                                              tmp_path):
+    """`bench fsdp` picks 4,096 on GPUs; the 8b preset's 8,192 would apply the MFU to another
+    FLOPs count: 6N + 12 x 32 x 32 x 128 x 4,096 = 45,029,548,032 + 6,442,450,944."""
+    db = tmp_path / "results.db"
+    with ResultStore(db) as store:
+        rid = store.add(_gpu_fsdp_record(4096))
+    code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--from-record", rid,
+                       "--db", str(db))
+    assert code == 0
+    seq = plan["inputs"]["seq_len"]
+    assert seq["value"] == 4096
+    assert seq["source"].startswith(f"record {rid[:12]}")
+    assert seq["source"].endswith(": the sequence length its MFU was measured at")
+    assert plan["flops_per_token"] == 51_471_998_976
+    assert plan["global_batch"]["tokens_per_step"] == 32 * 4096
+    # another --seq-len would apply the MFU to another FLOPs count: refused
+    r = _pctk("plan", "--model", "8b", "--from-record", rid, "--db", str(db), "--seq-len",
+              "8192")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("pctk: error: --seq-len 8,192 is not the sequence length the "
+                               f"MFU of record {rid[:12]}")
+    assert "was measured at (4,096)" in r.stderr and len(r.stderr.splitlines()) == 1
+    # ... unless the MFU is given too
+    code, plan = _plan(capsys, "--model", "8b", "--from-record", rid, "--db", str(db),
+                       "--seq-len", "8192", "--mfu", "0.3")
+    assert code == 0 and plan["inputs"]["seq_len"]["value"] == 8192
+    # a record that does not say it: the default, and a note that says so
+    rec = _gpu_fsdp_record(4096)
+    del rec["params"]["seq_len"]
+    with ResultStore(db) as store:
+        old = store.add(rec)
+    code, plan = _plan(capsys, "--model", "8b", "--from-record", old, "--db", str(db))
+    assert plan["inputs"]["seq_len"]["value"] == 8192
+    assert any("does not say its sequence length" in n for n in plan["notes"])

@@ -11,9 +11,12 @@ import typer
 
 from toolkit.cliopts import DbOption
 from toolkit.cliout import FAILED, JsonOption, emit_json, exit_with
+from toolkit.config.model import load_topology
 from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_text
+from toolkit.paths import resolve_config
 from toolkit.plan import emit
+from toolkit.plan.limits import tokens_text
 from toolkit.plan.model import PlanError
 from toolkit.plan.planner import Request, make_plan
 
@@ -35,6 +38,17 @@ def parse_amount(text: str, flag: str) -> float:
 
 def _amount(text: str | None, flag: str) -> float | None:
     return None if text is None else parse_amount(text, flag)
+
+
+def parse_usd(text: str, flag: str = "--budget") -> float:
+    """``$500,000``, ``500k``, ``1.2M``, ``250000`` -> US dollars; else a one-line error."""
+    number = text.strip()
+    number = number[1:] if number.startswith("$") else number
+    try:
+        return parse_amount(number, flag)
+    except PlanError:
+        raise PlanError(f"{flag} {text!r} is not an amount of US dollars",
+                        "write e.g. 500000, $500,000, 500k or 1.2M") from None
 
 
 def _gib(x: float) -> str:
@@ -63,6 +77,7 @@ def render_text(plan: dict[str, Any]) -> str:
     ckpt = plan["checkpoint"]
     fail = plan["failures"]
     cost = plan["cost_usd"]
+    batch = plan["global_batch"]
     lines += [
         "",
         "Work",
@@ -78,6 +93,10 @@ def render_text(plan: dict[str, Any]) -> str:
         f"  compute days         {plan['compute_days']:,.2f}",
         f"  days                 {plan['days']:,.2f} (with checkpoints and failures; "
         f"{plan['gpu_hours_with_overhead']:,.0f} GPU-hours held)",
+        f"  global batch         {batch['tokens_per_step']:,} tokens/step "
+        f"({batch['sequences_per_step']:,} sequences; bound "
+        f"{tokens_text(batch['max_tokens_per_step'])}, up to {batch['max_nodes']:,} nodes)",
+        f"  most nodes           {plan['max_nodes']:,} ({plan['max_nodes_why']})",
         "",
         "Cost (node-hours x hourly rate)",
     ]
@@ -132,6 +151,9 @@ def render_text(plan: dict[str, Any]) -> str:
     ]
     if plan["notes"]:
         lines += ["", "Notes"] + [f"  - {n}" for n in plan["notes"]]
+    rec = plan["recommendation"]
+    lines += ["", f"recommend {rec['nodes']:,} nodes: {rec['why']}"]
+    lines += [f"WARN: {w['message']}" for w in plan["warnings"]]
     return "\n".join(lines) + "\n"
 
 
@@ -199,6 +221,15 @@ def plan_command(
         show_default=False)] = None,
     fsx_capacity_gib: Annotated[int | None, typer.Option(
         "--fsx-capacity-gib", help="FSx for Lustre size (checkpoint rate default).")] = None,
+    config: Annotated[str | None, typer.Option(
+        "--config", "-c", help="Cluster config (a file or a preset name): instance type, the "
+        "queue's MaxCount and the FSx for Lustre throughput.")] = None,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", "-q", help="With --config: the queue to plan for. Default: the first GPU "
+        "queue.")] = None,
+    max_batch_tokens: Annotated[str | None, typer.Option(
+        "--max-batch-tokens", help="Bound on the global batch, tokens per step. Default: "
+        "16M (Llama 3 405B's largest).")] = None,
     emit_config: Annotated[Path | None, typer.Option(
         "--emit-config", help="Write a ParallelCluster config for the plan (checked).")] = None,
     name: Annotated[str, typer.Option("--name", help="Cluster name for --emit-config.")
@@ -212,8 +243,10 @@ def plan_command(
     """Plan a training run: FLOPs, GPU-hours, nodes, days, dollars, memory per GPU,
     checkpoint interval; optionally write its ParallelCluster config.
 
-    Every input is echoed with its source. Exit 0 when the plan fits in memory, 1 when it
-    does not (or the emitted config fails `pctk config check`), 2 for impossible input.
+    Every input is echoed with its source; the last lines say which node count it
+    recommends and why, and WARN of a plan longer than a year or a global batch above the
+    bound. Exit 0 when the plan fits in memory, 1 when it does not (or the emitted config
+    fails `pctk config check`), 2 for impossible input.
     """
     try:
         req = Request(
@@ -221,11 +254,15 @@ def plan_command(
             heads=heads, kv_heads=kv_heads, ffn_dim=ffn_dim, vocab=vocab, seq_len=seq_len,
             tokens=_amount(tokens, "--tokens"), flops=_amount(flops, "--flops"),
             chinchilla=chinchilla, instance_type=instance_type, gpu=gpu, gpus=gpus,
-            nodes=nodes, days=days, budget=_amount(budget, "--budget"), mfu=mfu,
+            nodes=nodes, days=days, budget=None if budget is None else parse_usd(budget),
+            mfu=mfu,
             records=tuple(_load_records(from_record or [], db)),
             node_mtbf_hours=node_mtbf_hours, restart_minutes=restart_minutes,
             ckpt_gbps=ckpt_gbps, micro_batch=micro_batch, strategy=strategy.lower(),
-            shard_size=shard_size, ac=ac, fsx_capacity_gib=fsx_capacity_gib)
+            shard_size=shard_size, ac=ac, fsx_capacity_gib=fsx_capacity_gib,
+            max_batch_tokens=_amount(max_batch_tokens, "--max-batch-tokens"),
+            cluster=None if config is None else load_topology(resolve_config(config)),
+            queue=queue)
         plan = make_plan(req)
         emitted: dict[str, Any] | None = None
         if emit_config is not None:

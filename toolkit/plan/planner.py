@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmarks.fsdp.config import PRESETS, preset
 from toolkit import catalog
+from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
+from toolkit.plan import cluster as cl
+from toolkit.plan import limits
 from toolkit.plan import model as m
 from toolkit.plan.model import GIB, PlanError, Shape
 
@@ -36,8 +40,7 @@ DEFAULT_NODE_MTBF_SOURCE = (
 DEFAULT_RESTART_MIN = 15.0
 DEFAULT_HEADROOM = 0.10  # of GPU memory kept for the CUDA context, NCCL buffers, allocator
 DEFAULT_FSX_GIB = 4800
-FSX_MB_S_PER_TIB = 250  # PERSISTENT_2 at the throughput tier pctk's specs default to
-MAX_NODES = 20_000
+MAX_NODES = 20_000  # how far the --days and --budget solvers search
 
 # Capacity Block "effective instance hourly rate" (USD), AWS Capacity Blocks pricing page
 # snapshot valid until 2025-01-01, as recorded in /work/shared/reference/instance_facts.md
@@ -87,6 +90,9 @@ class Request:
     ac: bool | None = None
     headroom: float = DEFAULT_HEADROOM
     fsx_capacity_gib: int | None = None
+    max_batch_tokens: float | None = None
+    cluster: ClusterTopology | None = None  # --config
+    queue: str | None = None
 
 
 @dataclass
@@ -120,7 +126,8 @@ def _positive(name: str, value: float | None, allow_zero: bool = False) -> None:
 def validate(req: Request) -> None:
     for name in ("params", "layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab", "seq_len",
                  "tokens", "flops", "gpus", "nodes", "days", "budget", "node_mtbf_hours",
-                 "ckpt_gbps", "micro_batch", "shard_size", "fsx_capacity_gib"):
+                 "ckpt_gbps", "micro_batch", "shard_size", "fsx_capacity_gib",
+                 "max_batch_tokens"):
         _positive(name.replace("_", "-"), getattr(req, name))
     _positive("restart-minutes", req.restart_minutes, allow_zero=True)
     if req.mfu is not None and not 0 < req.mfu <= 1:
@@ -139,14 +146,46 @@ def validate(req: Request) -> None:
         raise PlanError("--days and --budget solve for the size: leave out --gpus and --nodes")
     if req.instance_type is not None and req.gpu is not None:
         raise PlanError("give --instance-type or --gpu, not both")
+    if req.queue is not None and req.cluster is None:
+        raise PlanError("--queue names a queue of --config: give --config too")
+    if req.cluster is not None:
+        for flag, value in (("--instance-type", req.instance_type), ("--gpu", req.gpu),
+                            ("--fsx-capacity-gib", req.fsx_capacity_gib)):
+            if value is not None:
+                raise PlanError(f"--config gives the cluster: leave out {flag}",
+                                "edit the config, or plan without --config")
     if req.strategy not in ("fsdp", "hsdp"):
         raise PlanError(f"--strategy must be fsdp or hsdp (got {req.strategy!r})")
 
 
 # --- the model ----------------------------------------------------------------------------
 
-def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
+def _seq_len(req: Request, measured: Measured, default: int, default_source: str,
+             inputs: Inputs) -> int:
+    """--seq-len, else the one the measured MFU was measured at (its FLOPs per token depend
+    on it), else the default."""
+    uses_record = req.mfu is None and measured.mfu is not None
+    if uses_record and measured.seq_len is not None:
+        if req.seq_len is not None and req.seq_len != measured.seq_len:
+            raise PlanError(
+                f"--seq-len {req.seq_len:,} is not the sequence length the MFU of "
+                f"{measured.mfu_record} was measured at ({measured.seq_len:,})",
+                "leave out --seq-len, or give --mfu for another sequence length")
+        return inputs.put("seq_len", measured.seq_len,
+                          f"{measured.mfu_record}: the sequence length its MFU was measured at")
+    if req.seq_len is not None:
+        return inputs.put("seq_len", req.seq_len, "--seq-len")
+    if uses_record:
+        inputs.notes.append(f"{measured.mfu_record} does not say its sequence length "
+                            "(params.seq_len): its MFU is assumed to hold at "
+                            f"{default:,} tokens")
+    return inputs.put("seq_len", default, default_source)
+
+
+def resolve_shape(req: Request, inputs: Inputs,
+                  measured: Measured | None = None) -> tuple[Shape, int]:
     """The model's shape and the sequence length."""
+    measured = measured or Measured()
     if req.params is None:
         name = req.model or DEFAULT_MODEL
         try:
@@ -157,8 +196,7 @@ def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
         inputs.put("model", name.lower(), f"{src}: FSDP benchmark preset "
                    "(benchmarks/fsdp/config.py)")
         shape = m.shape_of(args)
-        seq = req.seq_len or args.max_seq_len
-        inputs.put("seq_len", seq, "--seq-len" if req.seq_len else "the preset's max_seq_len")
+        seq = _seq_len(req, measured, args.max_seq_len, "the preset's max_seq_len", inputs)
     else:
         n = int(req.params)
         shape_given = [req.layers, req.dim, req.heads]
@@ -179,8 +217,7 @@ def resolve_shape(req: Request, inputs: Inputs) -> tuple[Shape, int]:
         for name in ("layers", "dim", "heads", "kv_heads", "ffn_dim", "vocab"):
             if getattr(req, name) is not None:
                 inputs.put(name, getattr(req, name), f"--{name.replace('_', '-')}")
-        seq = req.seq_len or 8192
-        inputs.put("seq_len", seq, "--seq-len" if req.seq_len else "default")
+        seq = _seq_len(req, measured, 8192, "default", inputs)
         if not shape.has_attention_shape:
             inputs.notes.append("no --layers/--dim/--heads: FLOPs are 6N without the "
                                 "attention term, and activations are not estimated")
@@ -212,8 +249,13 @@ def _gpu_models() -> dict[str, list[catalog.InstanceType]]:
     return out
 
 
-def resolve_instance(req: Request, record_itype: str | None,
-                     inputs: Inputs) -> catalog.InstanceType:
+def resolve_instance(req: Request, record_itype: str | None, inputs: Inputs,
+                     facts: cl.ClusterFacts | None = None) -> catalog.InstanceType:
+    if facts is not None:
+        inst = catalog.get(facts.instance_type)
+        inputs.put("instance_type", inst.name,
+                   f"--config: queue {facts.queue}, compute resource {facts.compute_resource}")
+        return inst
     if req.gpu is not None:
         models = _gpu_models()
         found = models.get(req.gpu.strip().lower())
@@ -260,6 +302,8 @@ class Measured:
     instance_type: str | None = None
     mfu_model: str | None = None
     mfu_gpus: int | None = None
+    mfu_record: str = ""
+    seq_len: int | None = None  # the MFU's record's params.seq_len
     warnings: list[str] = field(default_factory=list)
 
 
@@ -290,6 +334,10 @@ def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = No
                                   f"{params.get('model', '?')}")
                 out.mfu_model = params.get("model")
                 out.mfu_gpus = params.get("world_size")
+                out.mfu_record = name
+                seq = params.get("seq_len")
+                out.seq_len = seq if isinstance(seq, int) and not isinstance(seq, bool) \
+                    and seq > 0 else None
                 out.instance_type = out.instance_type or itype
             else:
                 out.warnings.append(f"{name} has no MFU (no known GPU peak): not used")
@@ -331,20 +379,55 @@ def _size(nodes: int, per_node: int, gpu_h: float, ckpt_h: float, mtbf_node_h: f
     return Sized(nodes, gpus, compute_h, over, cost)
 
 
-def _solve(req: Request, per_node: int, gpu_h: float, ckpt_h: float, mtbf_node_h: float,
-           restart_h: float, price: float | None, min_nodes: int) -> int:
-    """Nodes for a --days and/or --budget target."""
-    def sized(n: int) -> Sized | None:
-        try:
-            return _size(n, per_node, gpu_h, ckpt_h, mtbf_node_h, restart_h, price)
-        except PlanError:
-            return None
+@dataclass(frozen=True)
+class Limit:
+    """The most nodes a plan may use: the global batch bound, the queue, the search."""
 
-    if req.budget is not None and price is None:
-        raise PlanError("--budget needs an on-demand price, and the catalog has none for "
-                        "this instance type", "pick another --instance-type")
+    bound: float  # tokens per step
+    batch_nodes: int  # the most nodes within the bound (0: not even one)
+    queue: cl.ClusterFacts | None
+
+    @property
+    def queue_nodes(self) -> int:
+        return self.queue.max_nodes if self.queue is not None else MAX_NODES
+
+    @property
+    def nodes(self) -> int:
+        return min(self.batch_nodes, self.queue_nodes, MAX_NODES)
+
+    def _batch(self) -> str:
+        return f"global batch stays <= {limits.tokens_text(self.bound)} tokens/step"
+
+    def binding(self) -> str:
+        """What holds the node count at :attr:`nodes`."""
+        if self.batch_nodes <= min(self.queue_nodes, MAX_NODES):
+            return f"the {limits.tokens_text(self.bound)} tokens/step bound on the global batch"
+        if self.queue is not None and self.queue_nodes <= MAX_NODES:
+            return f"queue {self.queue.queue} ({self.queue.max_nodes_how})"
+        return f"the planner's search limit of {MAX_NODES:,} nodes"
+
+    def largest(self) -> str:
+        """Why :attr:`nodes` is the most, as the recommendation says it."""
+        if self.batch_nodes <= min(self.queue_nodes, MAX_NODES):
+            fits = (f" and that fits queue {self.queue.queue} ({self.queue.max_nodes_how})"
+                    if self.queue is not None else "")
+            return f"the largest count whose {self._batch()}{fits}"
+        if self.queue is not None and self.queue_nodes <= MAX_NODES:
+            return (f"all of queue {self.queue.queue} ({self.queue.max_nodes_how}); its "
+                    f"{self._batch()}")
+        return f"the planner's search limit of {MAX_NODES:,} nodes; its {self._batch()}"
+
+
+def _solve(req: Request, sized: Callable[[int], Sized | None], min_nodes: int,
+           lim: Limit) -> tuple[int, str]:
+    """Nodes for a --days and/or --budget target within ``lim``, and why."""
+    if min_nodes > lim.nodes:
+        raise PlanError(f"the model's training state needs at least {min_nodes:,} nodes, and "
+                        f"{lim.binding()} allows at most {lim.nodes:,}",
+                        "a larger queue, more GPU memory per node, or tensor/pipeline "
+                        "parallelism (not modelled)")
     candidates = []
-    for n in range(min_nodes, MAX_NODES + 1):
+    for n in range(min_nodes, lim.nodes + 1):
         s = sized(n)
         if s is None:
             break  # more nodes only fail more often
@@ -353,7 +436,7 @@ def _solve(req: Request, per_node: int, gpu_h: float, ckpt_h: float, mtbf_node_h
             break  # cost only grows with nodes (more failures)
         candidates.append(s)
         if req.days is not None and s.over.wall_h <= req.days * 24:
-            return n
+            return n, f"the fewest nodes that finish within --days {req.days:g}"
     if not candidates:
         cheapest = sized(min_nodes)
         what = (f"${cheapest.cost_on_demand:,.0f} on {min_nodes} node(s)"
@@ -361,10 +444,19 @@ def _solve(req: Request, per_node: int, gpu_h: float, ckpt_h: float, mtbf_node_h
         raise PlanError(f"--budget ${req.budget:,.0f} is below the cheapest plan ({what})")
     if req.days is not None:
         best = min(candidates, key=lambda s: s.over.wall_h)
-        why = "within --budget" if req.budget is not None else f"up to {MAX_NODES} nodes"
-        raise PlanError(f"no size finishes in {req.days:g} days: the fastest {why} takes "
-                        f"{best.over.wall_h / 24:,.1f} days on {best.nodes} node(s)")
-    return min(candidates, key=lambda s: s.over.wall_h).nodes
+        why = lim.binding() + (" and --budget" if req.budget is not None else "")
+        raise PlanError(f"no size finishes in {req.days:g} days: the fastest within {why} takes "
+                        f"{best.over.wall_h / 24:,.1f} days on {best.nodes:,} node(s)")
+    assert req.budget is not None
+    best = min(candidates, key=lambda s: s.over.wall_h)
+    within = f"--budget ${req.budget:,.0f}"
+    if best.nodes < lim.nodes:
+        return best.nodes, f"the fastest plan within {within}"
+    more = sized(lim.nodes + 1)
+    if more is not None and more.cost_on_demand is not None \
+            and more.cost_on_demand <= req.budget:
+        return best.nodes, f"{lim.largest()}; {within} would pay for more"
+    return best.nodes, f"the fastest plan within {within}, and {lim.largest()}"
 
 
 def make_plan(req: Request) -> dict[str, Any]:
@@ -372,11 +464,18 @@ def make_plan(req: Request) -> dict[str, Any]:
     inputs = Inputs()
     measured = read_records(req.records)
     inputs.notes.extend(measured.warnings)
-    shape, seq = resolve_shape(req, inputs)
+    facts = cl.facts(req.cluster, req.queue) if req.cluster is not None else None
+    if facts is not None:
+        inputs.put("cluster_config", facts.source, "--config")
+        inputs.put("queue", facts.queue, "--queue" if req.queue else
+                   "the first GPU queue of --config")
+        inputs.put("queue_max_nodes", facts.max_nodes, f"--config: {facts.max_nodes_how}")
+        inputs.notes.extend(facts.notes)
+    shape, seq = resolve_shape(req, inputs, measured)
     fpt = m.flops_per_token(shape, seq)
     tokens = resolve_work(req, shape, fpt, inputs)
     flops = fpt * tokens
-    inst = resolve_instance(req, measured.instance_type, inputs)
+    inst = resolve_instance(req, measured.instance_type, inputs, facts)
     assert inst.accelerator is not None
     acc = inst.accelerator
     per_node = inst.gpus
@@ -405,10 +504,17 @@ def make_plan(req: Request) -> dict[str, Any]:
         else req.restart_minutes, "--restart-minutes" if req.restart_minutes is not None else
         "assumption: requeue, start-up and checkpoint load after a failure")
     ckpt_bytes = m.checkpoint_bytes(shape)
-    fsx_gib = req.fsx_capacity_gib or max(DEFAULT_FSX_GIB, fsx_size_for(2 * ckpt_bytes))
-    fsx_src = ("--fsx-capacity-gib" if req.fsx_capacity_gib else
-               f"default: {DEFAULT_FSX_GIB} GiB, or room for two checkpoints")
-    inputs.put("fsx_capacity_gib", fsx_gib, fsx_src)
+    if facts is not None and facts.fsx is not None:
+        assert facts.fsx_capacity_gib is not None
+        fsx_gib = inputs.put("fsx_capacity_gib", facts.fsx_capacity_gib,
+                             f"--config: SharedStorage {facts.fsx.mount_dir}")
+        fsx, fsx_src = facts.fsx, f"--config: FSx for Lustre at {facts.fsx.mount_dir}"
+    else:
+        fsx_gib = req.fsx_capacity_gib or max(DEFAULT_FSX_GIB, fsx_size_for(2 * ckpt_bytes))
+        inputs.put("fsx_capacity_gib", fsx_gib, "--fsx-capacity-gib" if req.fsx_capacity_gib
+                   else f"default: {DEFAULT_FSX_GIB} GiB, or room for two checkpoints")
+        fsx, fsx_src = cl.default_fsx(fsx_gib), "default: FSx for Lustre as `pctk config new` " \
+            "writes it"
     if req.ckpt_gbps is not None:
         ckpt_gbps = inputs.put("checkpoint_write_gb_per_s", req.ckpt_gbps, "--ckpt-gbps")
     elif measured.ckpt_gbps is not None:
@@ -416,10 +522,9 @@ def make_plan(req: Request) -> dict[str, Any]:
                                measured.ckpt_source)
     else:
         ckpt_gbps = inputs.put(
-            "checkpoint_write_gb_per_s", fsx_gib / 1024 * FSX_MB_S_PER_TIB / 1000,
-            f"default: FSx for Lustre PERSISTENT_2 baseline, {FSX_MB_S_PER_TIB} MB/s per TiB "
-            f"x {fsx_gib} GiB (measure yours with `pctk bench storage` and pass "
-            "--from-record)")
+            "checkpoint_write_gb_per_s", fsx.mb_per_s / 1000,
+            f"{fsx_src}, provisioned: {fsx.formula} (measure yours with `pctk bench "
+            "storage` and pass --from-record)")
     ckpt_h = ckpt_bytes / (ckpt_gbps * 1e9) / 3600
     restart_h = restart_min / 60
     price = inst.price_usd_per_hour
@@ -433,25 +538,73 @@ def make_plan(req: Request) -> dict[str, Any]:
     inputs.put("micro_batch", req.micro_batch, "sequences per GPU per step")
     states = (m.PARAM_BYTES + m.GRAD_BYTES + m.OPTIM_BYTES) * shape.params
 
+    min_nodes = max(1, math.ceil(states / (usable * per_node)))
+
+    def sized(n: int) -> Sized | None:
+        try:
+            return _size(n, per_node, total_gpu_h, ckpt_h, mtbf_node, restart_h, price)
+        except PlanError:
+            return None
+
+    # the most nodes: the global batch bound, the queue
+    bound = inputs.put("max_tokens_per_step", req.max_batch_tokens or
+                       limits.MAX_TOKENS_PER_STEP, "--max-batch-tokens" if req.max_batch_tokens
+                       else limits.BATCH_SOURCE)
+    lim = Limit(bound, limits.max_nodes_for_batch(bound, per_node, req.micro_batch, seq), facts)
+    warnings: list[dict[str, str]] = []
+    given = req.gpus is not None or req.nodes is not None
+    if not given and lim.nodes < 1:
+        one = limits.tokens_per_step(per_node, req.micro_batch, seq)
+        raise PlanError(
+            f"one node's global batch, {per_node} GPUs x {req.micro_batch} x {seq:,} = "
+            f"{one:,} tokens/step, is above the {limits.tokens_text(bound)} tokens/step bound",
+            "a smaller --micro-batch or --seq-len, or --max-batch-tokens")
     if req.days is not None or req.budget is not None:
         if req.days is not None:
             inputs.put("days_target", req.days, "--days")
         if req.budget is not None:
             inputs.put("budget_usd", req.budget, "--budget (on-demand)")
-        min_nodes = max(1, math.ceil(states / (usable * per_node)))
-        nodes = _solve(req, per_node, total_gpu_h, ckpt_h, mtbf_node, restart_h, price,
-                       min_nodes)
+            if price is None:
+                raise PlanError("--budget needs an on-demand price, and the catalog has none "
+                                "for this instance type", "pick another --instance-type")
+        nodes, why = _solve(req, sized, min_nodes, lim)
         size_src = ("solved: the fewest nodes that meet --days" if req.days is not None
                     else "solved: the fastest plan within --budget")
-    elif req.gpus is not None:
-        nodes = math.ceil(req.gpus / per_node)
-        size_src = "--gpus"
-        if nodes * per_node != req.gpus:
-            inputs.notes.append(f"--gpus {req.gpus} rounded up to {nodes} whole node(s) "
-                                f"of {per_node}")
+    elif given:
+        flag = "--gpus" if req.gpus is not None else "--nodes"
+        if req.gpus is not None:
+            nodes = math.ceil(req.gpus / per_node)
+            if nodes * per_node != req.gpus:
+                inputs.notes.append(f"--gpus {req.gpus} rounded up to {nodes} whole node(s) "
+                                    f"of {per_node}")
+        else:
+            nodes = req.nodes or DEFAULT_NODES
+        size_src = flag
+        if facts is not None and nodes > facts.max_nodes:
+            asked = f"--nodes {nodes}" if req.gpus is None else \
+                f"--gpus {req.gpus} ({nodes:,} nodes)"
+            raise PlanError(f"{asked} is more than queue {facts.queue} of {facts.source} holds "
+                            f"({facts.max_nodes_how})",
+                            f"at most {facts.max_nodes} nodes, or another --queue")
+        why = f"as given by {flag}"
+        if nodes <= lim.nodes:
+            why += f"; the limits allow up to {lim.nodes:,} ({lim.largest()})"
+        else:
+            tps = limits.tokens_per_step(nodes * per_node, req.micro_batch, seq)
+            warnings.append({"code": "batch-above-bound", "message": (
+                f"{nodes:,} nodes make a global batch of at least {tps:,} tokens/step "
+                f"({nodes * per_node:,} GPUs x {req.micro_batch} x {seq:,}), above the "
+                f"{limits.tokens_text(bound)} tokens/step that comparable runs used: with "
+                "FSDP or HSDP alone every GPU takes a sequence per step, so this size needs "
+                "tensor or pipeline parallelism, which the plan does not model; at most "
+                f"{lim.nodes:,} nodes stay within the bound")})
+    elif facts is not None:
+        nodes, size_src, why = lim.nodes, "--config: as many as the limits allow", lim.largest()
     else:
-        nodes = req.nodes or DEFAULT_NODES
-        size_src = "--nodes" if req.nodes else "default"
+        nodes = min(DEFAULT_NODES, lim.nodes)
+        size_src = "default"
+        why = f"the default, {DEFAULT_NODES} nodes" if nodes == DEFAULT_NODES else \
+            f"{lim.largest()} (the default is {DEFAULT_NODES})"
     inputs.put("nodes", nodes, size_src)
     gpus = nodes * per_node
     if req.mfu is None and measured.mfu is not None and isinstance(measured.mfu_gpus, int) \
@@ -465,7 +618,22 @@ def make_plan(req: Request) -> dict[str, Any]:
             f"{states / GIB:,.0f} GiB of parameters, gradients and optimizer state, and "
             f"{nodes} x {inst.name} have {usable * gpus / GIB:,.0f} GiB of usable GPU memory",
             f"at least {math.ceil(states / (usable * per_node))} nodes")
-    sized = _size(nodes, per_node, total_gpu_h, ckpt_h, mtbf_node, restart_h, price)
+    plan_size = _size(nodes, per_node, total_gpu_h, ckpt_h, mtbf_node, restart_h, price)
+    days = plan_size.over.wall_h / 24
+    if days > limits.LONG_PLAN_DAYS:
+        msg = (f"the plan takes {days:,.0f} days ({days / 365:.1f} years) on {nodes:,} nodes: "
+               "longer than a year")
+        at_most = sized(lim.nodes) if nodes < lim.nodes else None
+        if at_most is not None:
+            msg += (f"; {lim.nodes:,} nodes ({lim.largest()}) would take "
+                    f"{at_most.over.wall_h / 24:,.0f} days")
+        elif nodes < lim.nodes:
+            msg += f"; up to {lim.nodes:,} nodes stay within {lim.binding()}"
+        else:
+            msg += f"; more nodes would go past {lim.binding()}"
+        if at_most is None or at_most.over.wall_h / 24 > limits.LONG_PLAN_DAYS:
+            msg += "; fewer tokens, a smaller model or faster GPUs shorten it"
+        warnings.append({"code": "longer-than-a-year", "message": msg})
 
     mem = _memory_section(req, shape, seq, gpus, per_node, usable, inputs)
     out: dict[str, Any] = {
@@ -478,14 +646,29 @@ def make_plan(req: Request) -> dict[str, Any]:
         "tokens": tokens,
         "flops": flops,
         "gpu_hours": total_gpu_h,
-        "gpu_hours_with_overhead": sized.over.wall_h * gpus,
-        "compute_days": sized.compute_h / 24,
-        "days": sized.over.wall_h / 24,
+        "gpu_hours_with_overhead": plan_size.over.wall_h * gpus,
+        "compute_days": plan_size.compute_h / 24,
+        "days": plan_size.over.wall_h / 24,
         "gpus": gpus,
         "nodes": nodes,
+        "recommendation": {"nodes": nodes, "why": why},
+        "global_batch": {
+            "tokens_per_step": limits.tokens_per_step(gpus, req.micro_batch, seq),
+            "sequences_per_step": gpus * req.micro_batch,
+            "what": "one micro-batch on every GPU (FSDP/HSDP, no gradient accumulation)",
+            "max_tokens_per_step": bound,
+            "max_nodes": lim.batch_nodes,
+        },
+        "cluster": None if facts is None else {
+            "config": facts.source, "queue": facts.queue, "instance_type": facts.instance_type,
+            "max_nodes": facts.max_nodes, "max_nodes_how": facts.max_nodes_how,
+            "fsx_mb_per_s": facts.fsx.mb_per_s if facts.fsx else None},
+        "max_nodes": lim.nodes,
+        "max_nodes_why": lim.binding(),
+        "warnings": warnings,
         "instance_type": inst.name,
         "gpu_model": acc.model,
-        "cost_usd": _cost(inst, nodes, sized.over.wall_h),
+        "cost_usd": _cost(inst, nodes, plan_size.over.wall_h),
         "memory": mem,
         "checkpoint": {
             "bytes": ckpt_bytes,
@@ -493,18 +676,18 @@ def make_plan(req: Request) -> dict[str, Any]:
             "what": "fp32 parameters and both AdamW moments (12 bytes per parameter)",
             "write_gb_per_s": ckpt_gbps,
             "write_seconds": ckpt_h * 3600,
-            "interval_hours": sized.over.interval_h,
+            "interval_hours": plan_size.over.interval_h,
             "interval_rule": "Young/Daly: sqrt(2 x checkpoint write time x job MTBF)",
-            "time_fraction": sized.over.checkpoint_fraction,
-            "total_hours": sized.over.checkpoint_h_total,
+            "time_fraction": plan_size.over.checkpoint_fraction,
+            "total_hours": plan_size.over.checkpoint_h_total,
         },
         "failures": {
             "node_mtbf_hours": mtbf_node,
             "job_mtbf_hours": mtbf_node / nodes,
-            "expected_failures": sized.over.failures,
+            "expected_failures": plan_size.over.failures,
             "restart_minutes": restart_min,
-            "lost_hours": sized.over.lost_to_failures_h,
-            "time_fraction": sized.over.failure_fraction,
+            "lost_hours": plan_size.over.lost_to_failures_h,
+            "time_fraction": plan_size.over.failure_fraction,
             "rule": "each failure costs the restart plus half a checkpoint interval of work",
         },
     }
