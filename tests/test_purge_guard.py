@@ -155,3 +155,18 @@ def test_status_after_a_purge_names_no_twin(tmp_path):
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert r.stdout.startswith(f"no twin in {root}:"), r.stdout
     assert "p5_training" not in r.stdout
+
+
+def test_gc_beside_a_users_folder_removes_nothing_of_it(tmp_path):
+    """gc removes only what twins that are gone left (daemons recorded by pctk, MariaDB
+    homes whose owner file pctk wrote): a user's folders under --under stay whole."""
+    under = tmp_path / "work"
+    for name in ("p5_training", "twin", "mysql"):
+        (under / name / "data").mkdir(parents=True)
+        (under / name / "data" / "important.txt").write_text("keep\n")
+    r = _pctk(_env(tmp_path), "local", "gc", "--under", str(under), "--json")
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    assert not any(str(under) in str(h) for h in found.get("homes", [])), found
+    for name in ("p5_training", "twin", "mysql"):
+        assert (under / name / "data" / "important.txt").read_text() == "keep\n"
