@@ -15,6 +15,7 @@ from rich.table import Table
 from toolkit.cliout import console as cli_console
 from toolkit.cliout import emit_json, fail_if
 from toolkit.results.ingest import store_finished_run
+from toolkit.results.nextstep import next_step
 
 
 class _Job(Protocol):
@@ -56,7 +57,7 @@ def finish(job: _Job, done: _Done, *, title: str,
         emit_json(done.record)
     else:
         print_summary(done.record, title, rows)
-        typer.echo(f"record: {job.record_path}\nlog: {done.log}")
+        typer.echo(f"record: {job.record_path}\nlog: {done.log}\n{next_step(done.record)}")
     fail_if(done.failed)
 
 

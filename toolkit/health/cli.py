@@ -28,6 +28,7 @@ from toolkit.health.sweep import SweepOptions, run_sweep
 from toolkit.paths import health_dir
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
+from toolkit.results.nextstep import next_step
 from toolkit.submit.longrun import long_command
 
 app = typer.Typer(help="Node health: GPUs, EFA, storage, munge, clock; drain and resume.",
@@ -90,7 +91,8 @@ def run_command(
             emit_json(record)
         else:
             report.print_report(result)
-            cli_console().print(f"record: {out or record_path}", highlight=False)
+            cli_console().print(f"record: {out or record_path}\n{next_step(record)}",
+                                highlight=False)
         if store:
             store_finished_run(record_path, db)
         exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
@@ -158,13 +160,14 @@ def slow_nodes_command(
         atomic_write_json(folder / "slow-nodes.json", result.to_json())
         # a record like every other run's, kept in the results history (`results list`)
         logs = sorted(p.name for p in folder.glob("r*.out"))
-        record_path = write_record(folder / "record.json", slownodes.to_record(
-            result, partition=partition, job_ids=result.job_ids, raw_logs=logs))
+        swept = slownodes.to_record(result, partition=partition, job_ids=result.job_ids,
+                                    raw_logs=logs)
+        record_path = write_record(folder / "record.json", swept)
         if as_json:
             emit_json(result.to_json(), sort_keys=False)
         else:
             slownodes.print_report(result)
-            cli_console().print(f"pair records: {folder}", highlight=False)
+            cli_console().print(f"pair records: {folder}\n{next_step(swept)}", highlight=False)
         if store:
             store_finished_run(record_path, db)
         exit_with(slownodes.exit_code(result))

@@ -19,6 +19,7 @@ from toolkit.cliout import JsonOption, fail_if
 from toolkit.cliout import console as cli_console
 from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
+from toolkit.results.nextstep import next_step
 from toolkit.submit.longrun import long_command
 
 InstanceType = typer.Option(None, "--instance-type", envvar="PCTK_INSTANCE_TYPE",
@@ -82,4 +83,6 @@ def collectives(
         show_runs(res.runs, res.verdicts, res.record, as_json)
         if store and not from_record:  # an existing record is stored with `pctk results add`
             store_finished_run(res.record_path, db)
+        if not as_json:
+            console.print(next_step(res.record), markup=False, highlight=False)
         fail_if(res.failed)

@@ -23,6 +23,7 @@ from toolkit.errors import PctkError
 from toolkit.progress import ProgressLines
 from toolkit.results.compare import DEFAULT_THRESHOLD
 from toolkit.results.ingest import store_finished_run
+from toolkit.results.nextstep import next_step
 
 app = typer.Typer(help="nccl-tests: run on the cluster, parse logs, judge, compare, plot.",
                   no_args_is_help=True)
@@ -145,6 +146,8 @@ def run(
         show_runs(res.runs, res.verdicts, res.record, as_json)
         if store and res.record_path:
             store_finished_run(res.record_path, db)
+        if not as_json and res.record:
+            console.print(next_step(res.record), markup=False, highlight=False)
         fail_if(res.failed)
 
 

@@ -29,6 +29,7 @@ from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.results.diagnose import BOTTLENECKS, verdict_lines
 from toolkit.results.ingest import store_finished_runs
+from toolkit.results.nextstep import next_step
 from toolkit.results.scaling import scaling_record, study
 from toolkit.results.store import ResultStore
 from toolkit.submit.longrun import long_command
@@ -88,6 +89,7 @@ def scaling_command(
             typer.echo(f"{n} node(s): no record (see {job.run_dir / f'slurm-{done.job_id}.out'})")
         typer.echo(f"record: {job.record_path}\nplots: "
                    + ", ".join(str(p) for p in plots))
+        typer.echo(next_step(rec))
     fail_if(rec["verdict"]["status"] == "FAIL" or bool(done.missing))
 
 

@@ -15,6 +15,7 @@ from toolkit.bench.storage.driver import StorageJob, bench_storage, default_run_
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
 from toolkit.results.ingest import store_finished_run
+from toolkit.results.nextstep import next_step
 from toolkit.submit.longrun import long_command
 
 
@@ -138,4 +139,5 @@ def storage_command(
             typer.echo(f"record: {res.record_path}")
             if res.stored:
                 typer.echo(f"stored as {res.stored}")
+            typer.echo(next_step(res.record))
         fail_if(res.failed)
