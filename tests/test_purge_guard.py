@@ -170,3 +170,17 @@ def test_gc_beside_a_users_folder_removes_nothing_of_it(tmp_path):
     assert not any(str(under) in str(h) for h in found.get("homes", [])), found
     for name in ("p5_training", "twin", "mysql"):
         assert (under / name / "data" / "important.txt").read_text() == "keep\n"
+
+
+def test_a_twin_folder_left_without_its_state_file_is_still_purged(tmp_path):
+    """A start refused before twin.json was written, or a purge stopped half-way, leaves a
+    folder of nothing but a twin's own entries: that is pctk's, and a purge removes it."""
+    root = tmp_path / "twins"
+    folder = root / "p5_training"
+    (folder / "etc").mkdir(parents=True)
+    (folder / "etc" / "slurm.conf").write_text("ClusterName=p5_training\n")
+    (folder / ".lock").write_text("")
+    (folder / ".twin.json.abc.tmp").write_text("{")
+    r = _pctk(_env(tmp_path, PCTK_TWIN_DIR=str(root)), "local", "down", "--purge")
+    assert r.returncode == 0, r.stderr
+    assert f"removed {folder}" in r.stdout and not folder.exists()

@@ -131,6 +131,24 @@ _KNOWN = frozenset({"version", "config", "config_sha256", "cluster", "nodes_per_
 
 
 # --------------------------------------------------------------------- the file
+# What a twin writes in its state folder (toolkit.local.files' folders, the state, lock and
+# fault files, the observability stack); atomic writes leave ".<name>.*.tmp" files
+TWIN_ENTRIES = frozenset({
+    "bin", "ctld", "dbd", "etc", "lib", "log", "munge", "mysql", "nodes", "power", "observe",
+    STATE_FILE, "power.json", "faults.json", ".lock", ".faults.lock", ".up.lock"})
+
+
+def foreign_entries(state_dir: Path) -> list[str]:
+    """Names in ``state_dir`` that no twin writes (a nested twin's folder is a twin's)."""
+    try:
+        names = sorted(p.name for p in state_dir.iterdir())
+    except OSError:
+        return []
+    return [n for n in names if n not in TWIN_ENTRIES
+            and not (n.startswith(".") and n.endswith(".tmp"))
+            and not state_file(state_dir / n).is_file()]
+
+
 def state_file(state_dir: Path) -> Path:
     return state_dir / STATE_FILE
 

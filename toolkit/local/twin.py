@@ -710,17 +710,25 @@ class Twin:
         return [*running_obs, *(p.name for p in running)]
 
     def check_removable(self) -> None:
-        """Refuse (one line) to purge a folder pctk did not make: it must hold this user's
-        twin.json. A folder that does not exist is fine: there is nothing to remove."""
+        """Refuse (one line) to purge a folder pctk did not make: it must be this user's and
+        hold this user's twin.json, or (a start refused early, a purge stopped half-way)
+        nothing but what a twin writes (:data:`toolkit.local.state.TWIN_ENTRIES`). A folder
+        that does not exist is fine: there is nothing to remove."""
         if not self.state_dir.exists() and not self.state_dir.is_symlink():
             return
         marker = self.state_file
         why = None
         if self.state_dir.is_symlink() or not self.state_dir.is_dir():
             why = "is not a folder"
+        elif self.state_dir.stat().st_uid != os.getuid():
+            why = "belongs to another user"
         elif marker.is_symlink() or not marker.is_file():
-            why = f"holds no {marker.name}: it is not a twin's folder"
-        elif marker.stat().st_uid != os.getuid() or self.state_dir.stat().st_uid != os.getuid():
+            foreign = state.foreign_entries(self.state_dir)
+            if foreign:
+                why = (f"holds no {marker.name} and {', '.join(foreign[:3])}"
+                       f"{' and more' if len(foreign) > 3 else ''}, which no twin writes: it "
+                       "is not a twin's folder")
+        elif marker.stat().st_uid != os.getuid():
             why = "belongs to another user"
         if why:
             raise PctkError(f"{self.state_dir} {why}; nothing removed",
