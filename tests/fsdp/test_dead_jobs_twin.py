@@ -8,7 +8,6 @@ and a task ended by SIGKILL, the OOM killer's signal.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,28 +18,26 @@ from toolkit.joblog import no_record_error
 
 pytestmark = pytest.mark.twin
 REPO = Path(__file__).resolve().parents[2]
-CODE = "import sys; from toolkit.cli import main; sys.exit(main(sys.argv[1:]))"
 CPU = ["--partition=cpu"]
 
 
-def test_bench_fsdp_on_bad_data_says_bad_input_data(twin: TwinHandle, tmp_path: Path) -> None:
+def test_bad_data_read_on_the_node_is_bad_input_data(twin: TwinHandle, tmp_path: Path) -> None:
+    # the FSDP benchmark's own loader refuses the file on the node (pctk bench fsdp checks
+    # chat data before it queues a job, tests/fsdp/test_sft_data.py; a script of one's own
+    # that runs the benchmark does not)
     data = tmp_path / "chat.jsonl"
     data.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", '
                     '"content": "hello"}]}\n{"messages": [truncated\n')
-    run_dir = tmp_path / "run"
-    res = subprocess.run(
-        [sys.executable, "-c", CODE, "bench", "fsdp", "--model", "tiny", "--workload", "sft",
-         "--data", str(data), "--nodes", "1", "--tasks-per-node", "1", "--gpus-per-node", "0",
-         "--partition", "cpu", "--steps", "1", "--run-dir", str(run_dir), "--timeout", "240",
-         "--no-store"], capture_output=True, text=True, cwd=REPO, env=twin.env, timeout=300)
-    assert res.returncode == 2, res.stderr
-    (error,) = [ln for ln in res.stderr.splitlines() if ln.startswith("pctk: error: ")]
-    (log,) = run_dir.glob("slurm-*.out")
-    job_id = log.stem.removeprefix("slurm-")
-    assert error.startswith(f"pctk: error: job {job_id} ended FAILED without a result record: "
-                            f"bad input data ({log}, line: error: DataError: {data}:2: not "
-                            "JSON ("), error
-    assert "fix: fix the data file the log names" in error
+    job_id, out = twin.sbatch(
+        f"cd {REPO}\nPYTHONPATH={REPO} srun {sys.executable} -m benchmarks.fsdp.train "
+        f"--model tiny --device cpu --workload sft --data {data} --steps 1\n", *CPU)
+    state = twin.wait(job_id)
+    assert state == "FAILED"
+    err = no_record_error(job_id, state, out)
+    assert err.message.startswith(
+        f"job {job_id} ended FAILED without a result record: bad input data ({out}, line: "
+        f"error: DataError: {data}:2: not JSON ("), err.message
+    assert "fix the data file the log names" in (err.hint or "")
 
 
 def test_no_space_after_4_kib_of_output_is_named(twin: TwinHandle) -> None:
