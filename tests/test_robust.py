@@ -8,23 +8,36 @@ from benchmarks.fsdp.stragglers import compute_straggler
 from benchmarks.robust import worst_outlier
 
 
-def _breakdown(compute_ms: dict[str, list[float]]) -> dict:
+def _breakdown(compute_ms: dict[str, list[float]], wait_ms: dict[str, float]) -> dict:
+    """Per-rank compute and exposed communication (the time a rank waited in training)."""
     rows, rank = [], 0
     for node, values in compute_ms.items():
         for v in values:
-            rows.append({"rank": rank, "node": node, "compute": v / 1000})
+            rows.append({"rank": rank, "node": node, "compute": v / 1000,
+                         "exposed_comm": wait_ms[node] / 1000})
             rank += 1
     return {"per_rank": rows}
 
 
+COMPUTE = {"c5-1": [9.1], "c5-2": [159.9], "c5-3": [13.4], "c5-4": [11.2]}
+
+
 def test_the_throttled_node_of_the_report_is_named():
-    # the figures of the run that was missed: rank 1 at 159.9 ms, the others 9.1-13.4 ms
-    found = compute_straggler(_breakdown({"c5-1": [9.1], "c5-2": [159.9], "c5-3": [13.4],
-                                          "c5-4": [11.2]}))
+    # the figures of the run that was missed: rank 1 at 159.9 ms, the others 9.1-13.4 ms,
+    # and in training the others waited for it
+    waited = {"c5-1": 140.0, "c5-2": 2.0, "c5-3": 137.0, "c5-4": 139.0}
+    found = compute_straggler(_breakdown(COMPUTE, waited))
     assert found is not None
     out, rank = found
     assert (out.key, rank) == ("c5-2", 1)
     assert out.reference == pytest.approx(0.0112) and out.ratio == pytest.approx(159.9 / 11.2)
+
+
+def test_a_slow_compute_phase_nobody_waited_for_is_no_straggler():
+    # the same compute figures, but in training no rank waited for c5-2 (its compute phase
+    # was starved on a busy host after training): not confirmed, nobody is named
+    waited = {"c5-1": 3.0, "c5-2": 2.0, "c5-3": 4.0, "c5-4": 2.5}
+    assert compute_straggler(_breakdown(COMPUTE, waited)) is None
 
 
 @pytest.mark.parametrize("slow", [2.2, 3.0])

@@ -36,6 +36,7 @@ MIN_LATENESS = 0.10  # of the median step time
 # FSDP's collectives wait for it inside forward and backward, where the end-of-step lateness
 # above does not see it
 COMPUTE_OUTLIER = 2.0
+WAIT_SHARE = 0.5  # of a compute straggler's gap the others must be seen waiting (confirmation)
 
 
 def compute_probe(x: Any, n: int) -> None:
@@ -122,16 +123,36 @@ def compute_straggler(breakdown: dict[str, Any]) -> tuple[Outlier, int] | None:
     backward without communication, measured in the same phase on every rank, so a host's
     shared CPUs slow all ranks alike and a throttled node still stands out); an outlier is
     :data:`COMPUTE_OUTLIER` x the median of the other nodes' and beyond their spread
-    (:func:`benchmarks.robust.worst_outlier`)."""
+    (:func:`benchmarks.robust.worst_outlier`), confirmed by the others' waiting in training
+    (:func:`_others_waited`)."""
+    rows = [r for r in breakdown.get("per_rank") or [] if isinstance(r.get("node"), str)]
     per_node: dict[str, float] = {}
     rank_of: dict[str, int] = {}
-    for r in breakdown.get("per_rank") or []:
-        value, node = r.get("compute"), r.get("node")
-        if isinstance(value, int | float) and isinstance(node, str) \
-                and value > per_node.get(node, 0.0):
+    for r in rows:
+        value, node = r.get("compute"), r["node"]
+        if isinstance(value, int | float) and value > per_node.get(node, 0.0):
             per_node[node], rank_of[node] = float(value), int(r.get("rank", -1))
     found = worst_outlier(per_node, higher_is_worse=True, min_ratio=COMPUTE_OUTLIER)
-    return (found, rank_of[found.key]) if found else None
+    if found is None or not _others_waited(rows, found):
+        return None
+    return found, rank_of[found.key]
+
+
+def _others_waited(rows: list[dict[str, Any]], found: Outlier) -> bool:
+    """The second signal a straggler leaves: in training, the other nodes' ranks wait for it
+    inside the collectives (their exposed communication) for at least :data:`WAIT_SHARE` of
+    its compute gap more than its own ranks do. ``compute`` is measured in a phase of its
+    own after training; on a busy host one rank can be starved there alone, and without
+    this confirmation such a healthy run was failed."""
+    def waits(on_node: bool) -> list[float]:
+        return [float(r["exposed_comm"]) for r in rows if (r["node"] == found.key) == on_node
+                and isinstance(r.get("exposed_comm"), int | float)]
+
+    mine, theirs = waits(True), waits(False)
+    if not mine or not theirs:
+        return False
+    gap = found.value - found.reference
+    return statistics.median(theirs) - statistics.median(mine) >= WAIT_SHARE * gap
 
 
 def describe_compute(found: tuple[Outlier, int]) -> str:
