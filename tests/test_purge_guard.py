@@ -4,29 +4,22 @@ so, and no state root (variable or --state-dir) may be the root, home or a syste
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.test_state_home import _env as _clean_env
+from tests.test_state_home import _pctk
 from toolkit.local import state
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _pctk(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolkit.cli", *argv], capture_output=True,
-                          text=True, timeout=120, cwd=REPO, env=env)
-
-
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PCTK_HOME", "XDG_STATE_HOME", "PCTK_RESULTS_DB", "PCTK_TWIN_DIR",
-                        "PCTK_JOBS_DIR", "SLURM_CONF")}
-    return {**env, "HOME": str(tmp_path / "home"), "PCTK_HOME": str(tmp_path / "state"),
-            **extra}
+    """No state variable or twin of the caller's; a home and a state root of the test's."""
+    env = {k: v for k, v in _clean_env(tmp_path).items() if k != "SLURM_CONF"}
+    return {**env, "PCTK_HOME": str(tmp_path / "state"), **extra}
 
 
 def _one_line(r: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
