@@ -423,7 +423,10 @@ FSDP = Obj({
         "rl": Obj({"bound_by": TEXT, "phase_mean_s": Obj(others=SECONDS),
                    "phase_fraction": Obj(others=FRACTION),
                    "generation_tokens_per_s_per_gpu": PER_S,
-                   "training_tokens_per_s_per_gpu": PER_S, "weight_sync_gb_per_s": GB_PER_S}),
+                   "training_tokens_per_s_per_gpu": PER_S, "weight_sync_gb_per_s": GB_PER_S,
+                   "clip_fraction_mean": FRACTION,
+                   "learning": Obj({"first": FRACTION, "last": FRACTION,
+                                    "rise": Num(-1, 1), "summary": TEXT})}),
     }),
 })
 # busbw only: nccl-tests prints a one-rank in-place "algbw" of 1.8e6 GB/s (no data moves)

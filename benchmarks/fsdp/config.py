@@ -68,6 +68,10 @@ SCHEDULES = ("cosine", "constant")
 DEVICES = ("auto", "cuda", "cpu")
 DATA_DTYPES = ("uint16", "uint32")
 WORKLOADS = ("pretrain", "sft", "rl")
+# --workload rl's own defaults (why: the module docstring of benchmarks/fsdp/rl.py); the
+# Llama shapes keep pre-training's lr, the last one run on GPUs with them
+RL_LR = {"tiny": 2e-2, "small": 2e-2}
+RL_REWARDED_SHARE = 16  # the default reward band is 1/16 of the vocabulary
 
 
 def setting(default: Any, help: str, *, flag: str | None = None,
@@ -118,15 +122,20 @@ class TrainConfig:
         "{\"prompt\", \"completion\"} per line; default: the shipped synthetic set).")
     pack: bool = setting(True, "--workload sft: one sample per row, padded (the baseline "
                          "packing is measured against).", flag="--no-pack")
-    rl_group: int = setting(4, "--workload rl: samples generated per prompt (G); the global "
+    rl_group: int = setting(8, "--workload rl: samples generated per prompt (G); the global "
                             "batch counts prompts.", minimum=2)
     rl_prompt_len: int = setting(16, "--workload rl: tokens per (synthetic) prompt.", minimum=1)
     rl_new_tokens: int = setting(16, "--workload rl: tokens generated per sample.", minimum=1)
-    rl_updates: int = setting(1, "--workload rl: policy updates (optimizer steps) per batch "
-                              "of rollouts.", minimum=1)
+    rl_updates: int = setting(4, "--workload rl: policy updates (optimizer steps) per batch "
+                              "of rollouts; from the second on the ratio clip can engage.",
+                              minimum=1)
     rl_target_token: int = setting(
-        7, "--workload rl: the rule-based reward is the fraction of generated tokens equal to "
-        "this id.", minimum=0)
+        7, "--workload rl: the rule-based reward is the fraction of generated tokens whose id "
+        "is in --rl-target-token .. --rl-target-token + --rl-target-width - 1.", minimum=0)
+    rl_target_width: int | None = setting(
+        None, "--workload rl: how many token ids the reward counts (default: a sixteenth of "
+        "the vocabulary, 32 of tiny's 512; 1: only the target token, too rare for a random "
+        "policy to sample in a short run).", minimum=1)
     steps: int = setting(20, "Training steps.", minimum=1)
     batch_size: int | None = setting(
         None, "Global batch, in sequences, split evenly over the ranks (default: 8 on CPUs; "
@@ -152,7 +161,9 @@ class TrainConfig:
     fp8: bool = setting(False, "float8 matmuls in the blocks' linear layers (torchao's float8 "
                         "training, tensorwise scales; needs an sm89+ GPU: Ada, Hopper, "
                         "Blackwell). MFU is then against the GPU's dense fp8 peak.")
-    lr: float = setting(OptimConfig.lr, "Peak learning rate.")
+    lr: float | None = setting(None, f"Peak learning rate (default: {OptimConfig.lr:g}; "
+                               "--workload rl on the tiny and small shapes: "
+                               f"{RL_LR['tiny']:g}).")
     weight_decay: float = setting(OptimConfig.weight_decay, "AdamW weight decay.")
     warmup_steps: int = setting(OptimConfig.warmup_steps, "Linear lr warm-up, in steps.")
     schedule: str = setting(OptimConfig.schedule, "lr schedule after the warm-up.",
@@ -187,7 +198,11 @@ class TrainConfig:
 
     @property
     def optim(self) -> OptimConfig:
-        return OptimConfig(lr=self.lr, weight_decay=self.weight_decay,
+        lr = self.lr
+        if lr is None:
+            own = RL_LR if self.workload == "rl" else {}
+            lr = own.get(self.model.lower(), OptimConfig.lr)
+        return OptimConfig(lr=lr, weight_decay=self.weight_decay,
                            warmup_steps=self.warmup_steps, schedule=self.schedule,
                            max_grad_norm=self.max_grad_norm)
 

@@ -7,12 +7,41 @@ Each iteration, on every rank, for this rank's share of the global batch of prom
    of the model, the step that moves the trained weights to the generator in verl or TRL;
 2. **generation**: ``--rl-group`` samples per prompt from the rollout copy, KV-cache decoding
    (benchmarks/fsdp/decode.py): one prefill, then one cached pass per new token;
-3. **reward**: rule-based, the fraction of generated tokens equal to ``--rl-target-token``
-   (the stand-in for a verifier: math answer checkers, unit tests);
+3. **reward**: rule-based, the fraction of generated tokens whose id is in the rewarded
+   band ``--rl-target-token`` .. ``+ --rl-target-width - 1`` (the stand-in for a verifier:
+   math answer checkers, unit tests);
 4. **training**: advantages relative to each prompt's group ``(r - mean) / (std + eps)``,
    then ``--rl-updates`` optimizer steps on the clipped policy-gradient objective (PPO's
    ratio clip, old log-probabilities from the first update's forward, no KL term), under
    FSDP like pre-training.
+
+The defaults are chosen so that the tiny model learns within a benchmark's iterations (on
+one CPU rank: reward 0.07 -> 0.5 in 10 iterations at the node's default batch of 8 prompts,
+-> 1.0 in 20), and the record says whether it did:
+
+- the reward band is a sixteenth of the vocabulary (32 of tiny's 512 ids): a random policy
+  scores about 0.06, so most groups hold samples that differ and carry an advantage. A
+  single rewarded id (``--rl-target-width 1``) has a chance of 1/512 per token: a few
+  hundred sampled tokens an iteration rarely hit it, every group scores 0 and the gradient
+  is 0;
+- 8 samples per prompt (``--rl-group``; GRPO uses 8 to 64): with 4, the group mean and
+  std are too noisy for the advantage to point at the band;
+- the learning rate on the tiny and small shapes is ``config.RL_LR`` (2e-2) rather than
+  pre-training's 3e-4, which moves a random tiny policy too little to show in tens of
+  iterations (``--lr`` overrides it; the Llama shapes keep 3e-4: a real RL run on them
+  would use about 1e-6, and a random 8B learns nothing in 20 iterations either way);
+- 4 updates per batch of rollouts (PPO's several epochs, GRPO's mu): with one, the ratio
+  new/old is exactly 1 and the clip never engages. At this learning rate a random tiny
+  model's first Adam steps move many sampled tokens past the clip (``clip_fraction`` per
+  iteration in the record, often half the tokens early on, falling as the policy settles):
+  high for a real run, where 0.1 to 0.3 is usual, and the reason the clip is there.
+
+``learning`` in the record compares the mean reward of the first and the last quarter of
+the iterations; a rise below ``MIN_REWARD_RISE`` is reported as "the reward did not rise"
+and makes the verdict WARN: a loop that is fast but learns nothing is a broken benchmark.
+This is a tiny model and a synthetic reward; learning here shows that the loop's pieces
+(sampling, advantages, the clipped update, the weight sync) fit together, not that a real
+model would learn a real task.
 
 The record's ``metrics.rl`` gives every iteration's phase times, the mean split, each
 phase's tokens/s and the phase that bounds the loop (the longest).
@@ -20,7 +49,8 @@ phase's tokens/s and the phase that bounds the loop (the longest).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -46,6 +76,7 @@ from benchmarks.fsdp.train import (
 PHASES = ("weight_sync", "generation", "reward", "training")
 CLIP = 0.2
 ADV_EPS = 1e-4
+MIN_REWARD_RISE = 0.05  # of a reward in [0, 1]: less is not counted as learning
 
 
 class Prompts:
@@ -72,9 +103,9 @@ class Prompts:
                 "prompt_len": self.prompt_len}
 
 
-def rewards(completions: torch.Tensor, target: int) -> torch.Tensor:
-    """Fraction of each completion's tokens equal to ``target``."""
-    return (completions == target).float().mean(dim=1)
+def rewards(completions: torch.Tensor, target: int, width: int = 1) -> torch.Tensor:
+    """Fraction of each completion's tokens whose id is in ``target .. target + width - 1``."""
+    return ((completions >= target) & (completions < target + width)).float().mean(dim=1)
 
 
 def group_advantages(reward: torch.Tensor, group: int) -> torch.Tensor:
@@ -93,12 +124,78 @@ def completion_logprobs(model: torch.nn.Module, sequences: torch.Tensor, prompt_
     return taken, logp
 
 
-def policy_loss(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    """Clipped surrogate, mean over the generated tokens (equal counts on every rank)."""
+def policy_loss(logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clipped surrogate, mean over the generated tokens (equal counts on every rank), and
+    the fraction of tokens the clip holds back (ratio past 1 +- CLIP in the direction its
+    advantage pushes, so their gradient is 0; TRL's and verl's ``clip_ratio``)."""
     ratio = torch.exp(logp - old)
-    unclipped = ratio * adv[:, None]
-    clipped = ratio.clamp(1 - CLIP, 1 + CLIP) * adv[:, None]
-    return -torch.minimum(unclipped, clipped).mean()
+    a = adv[:, None]
+    unclipped = ratio * a
+    clipped = ratio.clamp(1 - CLIP, 1 + CLIP) * a
+    held = ((ratio > 1 + CLIP) & (a > 0)) | ((ratio < 1 - CLIP) & (a < 0))
+    return -torch.minimum(unclipped, clipped).mean(), held.float().mean().detach()
+
+
+@dataclass
+class PolicyUpdate:
+    """What one batch of rollouts' updates leave: the last loss, the probability mass the
+    policy gave the rewarded band before the first update, each update's clipped fraction,
+    and the clock before the last optimizer step (the local part of the straggler timing)."""
+
+    loss: torch.Tensor
+    rewarded_mass: float
+    clip_fractions: list[float]
+    local_start: float
+
+
+def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+                  sequences: torch.Tensor, prompt_len: int, adv: torch.Tensor, updates: int,
+                  max_grad_norm: float, rewarded: range, clock: Callable[[], float]
+                  ) -> PolicyUpdate:
+    """``updates`` optimizer steps on the clipped objective, old log-probabilities from the
+    first forward (the policy that generated ``sequences``)."""
+    old: torch.Tensor | None = None
+    mass = 0.0
+    held: list[torch.Tensor] = []
+    loss = torch.zeros(())
+    local_start = clock()
+    for _update in range(updates):
+        logp, rows = completion_logprobs(model, sequences, prompt_len)
+        if old is None:
+            old = logp.detach()
+            band = rows[..., rewarded.start:rewarded.stop].detach()
+            mass = float(band.exp().sum(dim=-1).mean())
+        loss, clipped = policy_loss(logp, old, adv)
+        held.append(clipped)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        local_start = clock()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+    return PolicyUpdate(loss.detach(), mass, torch.stack(held).tolist(), local_start)
+
+
+def reward_trend(curve: Sequence[float]) -> dict[str, Any]:
+    """Whether the mean reward rose: the first and the last quarter of the iterations (at
+    least one each) compared; ``moved`` is None with fewer than two iterations."""
+    n = len(curve)
+    if n < 2:
+        return {"iterations": n, "moved": None,
+                "summary": "fewer than 2 iterations: whether the reward moved is not judged"}
+    k = max(1, n // 4)
+    first, last = sum(curve[:k]) / k, sum(curve[-k:]) / k
+    rise = last - first
+    moved = rise >= MIN_REWARD_RISE
+    trend = f"{first:.2f} -> {last:.2f} over {n} iterations"
+    window = f"mean of the first and the last {k}" if k > 1 else "first and last iteration"
+    summary = (f"reward {trend} ({window})" if moved else
+               f"the reward did not rise: {trend} ({window}; a rise of at least "
+               f"{MIN_REWARD_RISE:.2f} counts as learning); check --lr and whether a random "
+               "policy ever earns a reward (--rl-target-width, --rl-group)")
+    return {"iterations": n, "window": k, "first": first, "last": last, "rise": rise,
+            "min_rise": MIN_REWARD_RISE, "moved": moved, "summary": summary}
 
 
 def sync_weights(model: torch.nn.Module, rollout: Transformer) -> int:
@@ -154,9 +251,13 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
     meter = ThroughputMeter(gen_tokens, loop_flops // max(1, gen_tokens), peak,
                             cfg.timing_warmup)
     log(f"model {cfg.model}: {n_params:,} parameters; rl: {batch_size} prompts x {group} "
-        f"samples, {plen}+{new} tokens, {cfg.rl_updates} update(s) per iteration; "
-        f"world {env.world_size} on {device.type}")
+        f"samples, {plen}+{new} tokens, {cfg.rl_updates} update(s) per iteration at lr "
+        f"{cfg.optim.lr:g}; world {env.world_size} on {device.type}")
 
+    width = cfg.rl_target_width or 1  # resolved by train.main
+    rewarded = range(cfg.rl_target_token, cfg.rl_target_token + width)
+    band = (f"{rewarded.start}" if len(rewarded) == 1
+            else f"{rewarded.start}..{rewarded.stop - 1}")
     iterations: list[dict[str, Any]] = []
     losses, reward_curve = [], []
     timer = stragglers.RankTimer()
@@ -170,28 +271,19 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
         completions = decode.generate(rollout, batch_prompts.repeat_interleave(group, 0),
                                       new, gen)
         t2 = _synced_now(device)
-        reward = rewards(completions, cfg.rl_target_token)
+        reward = rewards(completions, cfg.rl_target_token, width)
         adv = group_advantages(reward, group)
         t3 = _synced_now(device)
         sequences = torch.cat([batch_prompts.repeat_interleave(group, 0), completions], 1)
-        old = None
-        target_prob = 0.0
-        for _update in range(cfg.rl_updates):
-            logp, rows = completion_logprobs(model, sequences, plen)
-            if old is None:
-                old = logp.detach()
-                target_prob = float(rows[..., cfg.rl_target_token].detach().exp().mean())
-            loss = policy_loss(logp, old, adv)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
-            local_start = _synced_now(device)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
+        done = update_policy(model, optimizer, scheduler, sequences, plen, adv,
+                             cfg.rl_updates, cfg.optim.max_grad_norm, rewarded,
+                             lambda: _synced_now(device))
+        local_start = done.local_start
         t4 = _synced_now(device)
-        loss_value = mesh_mean(loss.detach(), mesh)
-        mean_reward, mean_prob = (x / env.world_size for x in mesh_sum(
-            [float(reward.mean()), target_prob], mesh, device))
+        loss_value = mesh_mean(done.loss, mesh)
+        clip_fraction = sum(done.clip_fractions) / len(done.clip_fractions)
+        mean_reward, mean_prob, mean_clip = (x / env.world_size for x in mesh_sum(
+            [float(reward.mean()), done.rewarded_mass, clip_fraction], mesh, device))
         seconds = t4 - t0
         meter.record(seconds)
         if meter.seen > cfg.timing_warmup:
@@ -201,10 +293,10 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
         times = dict(zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True))
         iterations.append({"step": step, **{f"{k}_s": v for k, v in times.items()}})
         losses.append((step, loss_value))
-        reward_curve.append((step, mean_reward, mean_prob))
+        reward_curve.append((step, mean_reward, mean_prob, mean_clip))
         if step % cfg.log_every == 0 or step == cfg.steps:
             log(f"iter {step:4d}  loss {loss_value:+.4f}  reward {mean_reward:.3f}  "
-                f"p(target) {mean_prob:.4f}  " + "  ".join(
+                f"p(rewarded) {mean_prob:.4f}  clipped {mean_clip:.1%}  " + "  ".join(
                     f"{k} {v * 1000:.0f} ms" for k, v in times.items()))
 
     memory.mark("train" if meter.seen > cfg.timing_warmup else None)
@@ -213,13 +305,20 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
     mesh_barrier(mesh)
     measured = iterations[cfg.timing_warmup:] if len(iterations) > cfg.timing_warmup else []
     rl = summary(measured, gen_tokens, samples, train_tokens, sync_bytes, fpt, peak)
+    learning = reward_trend([x[1] for x in reward_curve])
     rl.update(iterations=iterations, rewards=[list(x[:2]) for x in reward_curve],
-              target_prob=[[x[0], x[2]] for x in reward_curve], group=group,
+              target_prob=[[x[0], x[2]] for x in reward_curve],
+              clip_fraction=[[x[0], x[3]] for x in reward_curve],
+              clip_fraction_mean=sum(x[3] for x in reward_curve) / len(reward_curve),
+              clip=CLIP, learning=learning, group=group,
               prompt_len=plen, new_tokens=new, updates_per_iteration=cfg.rl_updates,
-              target_token=cfg.rl_target_token,
-              reward_rule=f"fraction of generated tokens equal to {cfg.rl_target_token}",
+              target_token=cfg.rl_target_token, target_width=width,
+              reward_rule=f"fraction of generated tokens with an id in {band}",
+              target_prob_means="probability the policy gives the rewarded ids, mean over "
+              "the generated positions, before the iteration's first update",
               decoding="KV cache (benchmarks.fsdp.decode), multinomial sampling, T=1",
               rollout_dtype=str(rollout_dtype).removeprefix("torch."))
+    log(f"rl: {learning['summary']}")
     log(f"rl: bound by {rl.get('bound_by')}; split " + ", ".join(
         f"{k} {v:.0%}" for k, v in (rl.get("phase_fraction") or {}).items()))
     return {

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from benchmarks import distenv, record
 from benchmarks.fsdp import breakdown, checkpoint, defaults, sft, stragglers
-from benchmarks.fsdp.config import TrainConfig, parse_config
+from benchmarks.fsdp.config import RL_REWARDED_SHARE, TrainConfig, parse_config
 from benchmarks.fsdp.data import DataError, FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
 from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token, peak_memory_gib
@@ -468,6 +468,14 @@ def _params(cfg: TrainConfig, env: distenv.DistEnv, mesh: Any, n_params: int,
 
 
 def verdict(metrics: dict[str, Any], steps_wanted: int) -> tuple[str, list[str]]:
+    status, reasons = _run_verdict(metrics, steps_wanted)
+    learning = (metrics.get("rl") or {}).get("learning") or {}
+    if status != "FAIL" and learning.get("moved") is False:
+        return "WARN", [*reasons, learning["summary"]]
+    return status, reasons
+
+
+def _run_verdict(metrics: dict[str, Any], steps_wanted: int) -> tuple[str, list[str]]:
     losses = metrics["losses"]
     if not losses or losses[-1][0] != steps_wanted:
         return "FAIL", [f"training stopped before step {steps_wanted}"]
@@ -516,6 +524,15 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.workload == "rl" and cfg.rl_target_token >= vocab:
         print(f"error: --rl-target-token {cfg.rl_target_token} is outside the {cfg.model} "
               f"vocabulary (0..{vocab - 1})", file=sys.stderr)
+        return 2
+    if cfg.workload == "rl" and cfg.rl_target_width is None:
+        cfg = replace(cfg, rl_target_width=max(1, vocab // RL_REWARDED_SHARE))
+    if cfg.workload == "rl" and cfg.rl_target_token + (cfg.rl_target_width or 1) > vocab:
+        print(f"error: --rl-target-token {cfg.rl_target_token} with --rl-target-width "
+              f"{cfg.rl_target_width} reaches past the {cfg.model} vocabulary (0..{vocab - 1})"
+              f"; use a target of at most {vocab - (cfg.rl_target_width or 1)} or a narrower "
+              "width",
+              file=sys.stderr)
         return 2
     shard = env.local_world_size if cfg.hsdp else env.world_size
     cfg, choice = resolve_defaults(cfg, env.world_size, shard, device)

@@ -420,8 +420,17 @@ def workload_rows(p: dict[str, Any], m: dict[str, Any]) -> list[tuple[str, str]]
         return [("workload", "rl (GRPO-style)"),
                 ("phase split", ", ".join(f"{k} {v:.0%}" for k, v in split.items()) or "-"),
                 ("bound by", str(w.get("bound_by", "-"))),
-                ("final mean reward", f"{w['rewards'][-1][1]:.3f}" if w.get("rewards") else "-")]
+                ("reward", _reward_line(w))]
     return []
+
+
+def _reward_line(w: dict[str, Any]) -> str:
+    """Whether the reward rose, as the node judged it (``rl.learning``); records from before
+    that judgement give their last iteration's mean reward."""
+    learning = w.get("learning") or {}
+    if isinstance(learning.get("summary"), str):
+        return learning["summary"]
+    return f"final mean {w['rewards'][-1][1]:.3f}" if w.get("rewards") else "-"
 
 
 def _memory_line(m: dict[str, Any]) -> str:
