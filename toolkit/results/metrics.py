@@ -475,6 +475,12 @@ def _workload_headline(record: dict[str, Any], sc: dict[str, float]) -> list[str
         if "rl_generation_tokens_per_s_per_gpu" in sc:
             parts.append(f"generation {sc['rl_generation_tokens_per_s_per_gpu']:,.0f} "
                          "tok/s/GPU")
+        learning = section.get("learning") if isinstance(section, dict) else None
+        if isinstance(learning, dict) and isinstance(learning.get("moved"), bool):
+            first, last = _number(learning.get("first")), _number(learning.get("last"))
+            if first is not None and last is not None:
+                parts.append(f"reward {first:.2f} -> {last:.2f}"
+                             + ("" if learning["moved"] else " (did not rise)"))
         return parts
     return []
 
