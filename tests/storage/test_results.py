@@ -149,3 +149,38 @@ def test_pctk_results_compare_flags_a_storage_drop(measured: dict[str, Any],
     assert [p["metric"] for p in comp["points"] if p["regression"]] == ["seq_read_mb_per_s"]
     assert {"seq_write_mb_per_s", "rand_read_iops", "ckpt_read_mb_per_s"} <= {
         p["metric"] for p in comp["points"]}
+
+
+def test_a_twin_run_says_the_local_disk_stood_in_for_fsx(
+        measured: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.bench.storage.cli import print_table
+    from toolkit.bench.storage.driver import apply_verdict
+    from toolkit.results.report import build_report
+    from toolkit.results.reportparts import esc
+    from toolkit.twinnote import STAND_INS, twin_caveat
+
+    # judged against a small FSx for Lustre whose MountDir holds the run's target folder
+    mount = str(Path(measured["params"]["target"]).parent)
+    config = {"SharedStorage": [{"Name": "fsx", "StorageType": "FsxLustre", "MountDir": mount,
+                                 "FsxLustreSettings": {"StorageCapacity": 1200,
+                                                       "DeploymentType": "PERSISTENT_2",
+                                                       "PerUnitStorageThroughput": 125}}]}
+    real = apply_verdict(copy.deepcopy(measured), config, None)
+    assert any("of expected" in r for r in real["verdict"]["reasons"]), real["verdict"]
+    twin = copy.deepcopy(real)
+    twin["cluster"]["twin"] = True  # what benchmarks.record sets under the twin's slurmctld
+    caveat = twin_caveat(twin)
+    assert caveat is not None and STAND_INS["storage"] in caveat
+
+    print_table(twin)
+    out = " ".join(capsys.readouterr().out.split())  # rich may wrap a long line
+    assert "of expected" in out and caveat in out
+    print_table(real)
+    assert "local twin" not in capsys.readouterr().out
+
+    # the report's badge on that run carries the same words
+    with ResultStore(tmp_path / "results.db") as store:
+        store.add(twin)
+        html = build_report(store)
+    storage = html.split("<h2>Storage", 1)[1].split("</section>")[0]
+    assert f'title="{esc(caveat)}"' in storage

@@ -16,6 +16,7 @@ from toolkit.cliout import console as cli_console
 from toolkit.cliout import emit_json, fail_if
 from toolkit.results.ingest import store_finished_run
 from toolkit.results.nextstep import next_step
+from toolkit.twinnote import twin_caveat
 
 
 class _Job(Protocol):
@@ -68,4 +69,6 @@ def print_summary(rec: dict[str, Any], title: str,
     table.add_column()
     for key, value in rows(rec):
         table.add_row(key, value)
+    if caveat := twin_caveat(rec):
+        table.add_row("twin", caveat)
     cli_console().print(table)

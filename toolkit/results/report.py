@@ -24,6 +24,7 @@ from toolkit.results.reportparts import esc, expected_busbw, table, td
 from toolkit.results.store import ResultStore, group_key
 from toolkit.results.trend import build_series
 from toolkit.results.trendreport import trends_section
+from toolkit.twinnote import EMULATED, on_twin, twin_caveat
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STYLE = """
@@ -49,8 +50,13 @@ border-radius:1rem;padding:0 .5rem;font-size:.75rem;font-weight:600;vertical-ali
 .scroll{overflow-x:auto;max-width:100%}
 th.node{white-space:nowrap}table.health td{white-space:nowrap}
 """
-TWIN_BADGE = ('<span class="twin" title="measured on pctk\'s local twin: emulated nodes on one '
-              'host, not hardware figures">TWIN</span>')
+
+
+def twin_badge(title: str) -> str:
+    return f'<span class="twin" title="{esc(title)}">TWIN</span>'
+
+
+TWIN_BADGE = twin_badge(f"measured on pctk's local twin: {EMULATED}")
 
 
 def group_label(key: tuple[str, str]) -> str:
@@ -66,12 +72,11 @@ def _natural(item: tuple[str, Any]) -> list[Any]:
     return _natural_text(item[0])
 
 
-def on_twin(record: dict[str, Any]) -> bool:
-    return (record.get("cluster") or {}).get("twin") is True
-
-
 def twin_mark(records: Iterable[dict[str, Any]]) -> str:
-    return f" {TWIN_BADGE}" if any(on_twin(r) for r in records) else ""
+    """The TWIN badge, its tooltip the first twin record's caveat (a storage run's names the
+    local disk that stood in for FSx); nothing when no record is from the twin."""
+    caveat = next((c for r in records if (c := twin_caveat(r))), None)
+    return f" {twin_badge(caveat)}" if caveat else ""
 
 
 def _img(uri: str, alt: str, points: int) -> str:
@@ -122,8 +127,7 @@ def cluster_summary(groups: dict[tuple[str, str], GroupSummary]) -> str:
         ]
         if summary.twin_runs:
             facts.append(("where", f"local twin for {summary.twin_runs} of {summary.runs} "
-                          "result(s): Slurm is real, nodes are emulated on one host, so "
-                          "figures are not hardware figures"))
+                          f"result(s): {EMULATED}"))
         software_rows = [
             [td(name), td(values[0]), td(", ".join(values[1:]) or "—")]
             for name, values in sorted(summary.software.items())

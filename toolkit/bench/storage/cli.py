@@ -17,6 +17,7 @@ from toolkit.cliout import console as cli_console
 from toolkit.results.ingest import store_finished_run
 from toolkit.results.nextstep import next_step
 from toolkit.submit.longrun import long_command
+from toolkit.twinnote import twin_caveat
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -74,6 +75,8 @@ def print_table(rec: dict[str, Any]) -> None:
     console.print(f"verdict: {rec['verdict']['status']}", highlight=False)
     for reason in rec["verdict"]["reasons"]:
         console.print(f"  {reason}", highlight=False)
+    if caveat := twin_caveat(rec):  # "255% of expected" on the twin is the local disk's
+        console.print(f"  {caveat}", highlight=False)
 
 
 def storage_command(
