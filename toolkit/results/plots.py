@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
 from toolkit.results import metrics as m
+from toolkit.twinnote import twin_caveat
 
 CURRENT_COLOR = "#1f6feb"
 BASELINE_COLOR = "#8b949e"
@@ -245,6 +246,16 @@ def _scaling_sizes(scaling: dict) -> list[dict]:
     return sorted((scaling.get("metrics") or {}).get("sizes") or [], key=lambda s: s["nodes"])
 
 
+def twin_label(fig: Figure, record: dict) -> None:
+    """Under a figure drawn from a twin record, the twin's caveat (toolkit.twinnote), so the
+    PNG says it wherever it is copied to; nothing for any other record."""
+    caveat = twin_caveat(record)
+    if caveat:
+        fig.subplots_adjust(bottom=0.24)
+        fig.text(0.5, 0.015, f"TWIN: {caveat}", ha="center", va="bottom", fontsize=7,
+                 color="#0969da", wrap=True, gid="twin-caveat")
+
+
 def scaling_efficiency(scaling: dict, title: str) -> Figure:
     """Measured efficiency against node count, beside the prediction with and without
     overlap of communication and compute; 1.0 is perfect scaling."""
@@ -271,11 +282,20 @@ def scaling_efficiency(scaling: dict, title: str) -> Figure:
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
+    twin_label(fig, scaling)
     return fig
 
 
+BAR_HEADROOM = 1.15  # the axes reach 15% above the tallest stack: room for its total
+
+
 def scaling_breakdown(scaling: dict, title: str) -> Figure:
-    """Stacked step-time parts (mean over ranks) per node count."""
+    """Stacked step-time parts (mean over ranks) per node count, each stack's total above
+    it; the legend sits outside the axes so it covers no bar.
+
+    The y-limit is set from the stacks: autoscaling stopped at the tallest stack's top
+    (a zero-height part drawn there pins the limit with its sticky edge), cutting off the
+    top of that bar and leaving no room for a label."""
     sizes = _scaling_sizes(scaling)
     fig = Figure(figsize=(6.4, 3.4))
     ax = fig.add_subplot()
@@ -285,11 +305,16 @@ def scaling_breakdown(scaling: dict, title: str) -> Figure:
         values = [((s.get("breakdown_s") or {}).get(part) or 0.0) * 1000 for s in sizes]
         ax.bar(labels, values, bottom=bottom, color=color, label=part)
         bottom = [b + v for b, v in zip(bottom, values, strict=False)]
+    for x, total in enumerate(bottom):
+        ax.annotate(f"{total:.1f} ms", (x, total), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=7, gid="bar-total")
+    ax.set_ylim(0, max([*bottom, 0.0]) * BAR_HEADROOM or 1.0)
     ax.set_xlabel("nodes")
     ax.set_ylabel("ms per step (mean over ranks)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    twin_label(fig, scaling)
     return fig
 
 
