@@ -120,3 +120,35 @@ def test_show_names_each_figures_source(capsys: pytest.CaptureFixture[str]) -> N
     facts = json.loads(capsys.readouterr().out)
     assert (facts["vcpus"], facts["memory_gib"], facts["price_usd_per_hour"]) == (8, 32, 0.4032)
     assert facts["sources"]["price_usd_per_hour"] == ["S4a"]
+
+
+def test_show_gives_each_figure_its_value_beside_its_source(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    srcs = catalog.sources()
+    acc = catalog.get("p4de.24xlarge").accelerator
+    assert acc is not None
+    assert main(["catalog", "show", "p4de.24xlarge"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def value_and_source(figure: str) -> tuple[str, str]:
+        (at,) = [i for i, line in enumerate(lines) if line.startswith(f"{figure}: ")]
+        assert lines[at + 1].startswith("  source: "), lines[at:at + 2]
+        return lines[at].split(": ", 1)[1], lines[at + 1].split(": ", 1)[1]
+
+    peak, peak_source = value_and_source("accelerator.peak_bf16_tflops")
+    assert peak == f"{acc.peak_bf16_tflops:g} TFLOP/s dense bf16 per GPU (2,496 per node)"
+    assert peak_source == "; ".join(srcs[k] for k in ("S9", "S9b"))
+    bandwidth, bandwidth_source = value_and_source("accelerator.mem_bw_tbps")
+    assert bandwidth == "2.039 TB/s memory bandwidth per GPU (16.3 per node)"
+    assert bandwidth_source == srcs["S9"]
+    memory, _ = value_and_source("accelerator.memory_mib")
+    assert memory == "81,920 MiB (80 GiB) per GPU"
+    assert value_and_source("interconnect")[0].startswith("NVLink 3")
+    assert not any(line.startswith("source of ") for line in lines)  # every source placed
+
+    assert main(["catalog", "show", "p4de.24xlarge", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["figures"]
+    assert shown["accelerator.peak_bf16_tflops"]["value"] == 312
+    assert shown["accelerator.peak_bf16_tflops"]["sources"] == ["S9", "S9b"]
+    assert shown["accelerator.mem_bw_tbps"] == {
+        "value": 2.039, "shown": bandwidth, "sources": ["S9"], "unconfirmed": False}

@@ -145,32 +145,81 @@ def refresh_command(
         typer.echo(f"skipped {why}")
 
 
+def figures(inst: catalog.InstanceType) -> list[tuple[str, Any, str]]:
+    """(figure, value, value as shown) of every fact of ``inst``, in the catalog's field
+    names (``accelerator.peak_bf16_tflops``), so each meets its source under the same key.
+    Figures the catalog does not hold (no FP8 peak, no stated bandwidth) are left out."""
+    out: list[tuple[str, Any, str]] = [
+        ("vcpus", inst.vcpus, f"{inst.vcpus}"),
+        ("memory_gib", inst.memory_gib, f"{inst.memory_gib:g} GiB"),
+        ("network_gbps", inst.network_gbps, f"{inst.network_gbps:g} Gbit/s"),
+        ("efa_supported", inst.efa_supported, "yes" if inst.efa_supported else "no"),
+        ("efa_interfaces", inst.efa_interfaces, f"{inst.efa_interfaces}"),
+        ("arch", inst.arch, inst.arch or "not stated"),
+    ]
+    acc = inst.accelerator
+    if acc is not None:
+        each = "GPU" if acc.kind == "gpu" else "device"
+
+        def per_node(value: float, unit: str) -> str:
+            total = value * acc.count
+            node = f"{total:,.0f}" if total >= 100 else f"{total:.3g}"
+            return f"{value:g} {unit} per {each} ({node} per node)"
+
+        out += [("accelerator.count", acc.count, f"{acc.count} x {acc.model}"),
+                ("accelerator.memory_mib", acc.memory_mib,
+                 f"{acc.memory_mib:,} MiB ({acc.memory_gib:g} GiB) per {each}"),
+                ("accelerator.peak_bf16_tflops", acc.peak_bf16_tflops,
+                 per_node(acc.peak_bf16_tflops, "TFLOP/s dense bf16"))]
+        if acc.peak_fp8_tflops is not None:
+            out.append(("accelerator.peak_fp8_tflops", acc.peak_fp8_tflops,
+                        per_node(acc.peak_fp8_tflops, "TFLOP/s dense fp8")))
+        if acc.mem_bw_tbps is not None:
+            out.append(("accelerator.mem_bw_tbps", acc.mem_bw_tbps,
+                        per_node(acc.mem_bw_tbps, "TB/s memory bandwidth")))
+    if inst.interconnect is not None:
+        out.append(("interconnect", inst.interconnect, inst.interconnect))
+    price = (f"${inst.price_usd_per_hour:g}/h ({inst.price_region}, {inst.price_date})"
+             if inst.price_usd_per_hour is not None else "unknown")
+    out.append(("price_usd_per_hour", inst.price_usd_per_hour, price))
+    return out
+
+
 @app.command("show")
 def show_command(
     instance_type: Annotated[str, typer.Argument(metavar="TYPE")],
     as_json: bool = JsonOption,
 ) -> None:
-    """One instance type's facts and where each comes from."""
+    """One instance type's facts, each with its value and where it comes from."""
     inst = catalog.get(instance_type)
-    facts = {"name": inst.name, "vcpus": inst.vcpus, "memory_gib": inst.memory_gib,
-             "network_gbps": inst.network_gbps, "efa_supported": inst.efa_supported,
-             "efa_interfaces": inst.efa_interfaces, "arch": inst.arch,
-             "accelerator": (f"{inst.accelerator.count} x {inst.accelerator.model}"
-                             if inst.accelerator else None),
-             "price_usd_per_hour": inst.price_usd_per_hour, "price_region": inst.price_region,
-             "price_date": inst.price_date, "sources": inst.sources,
-             "unconfirmed": list(inst.unconfirmed), "notes": list(inst.notes)}
-    if as_json:
-        emit_json(facts)
-        return
     srcs = catalog.sources()
-    for key in ("name", "vcpus", "memory_gib", "network_gbps", "efa_supported",
-                "efa_interfaces", "arch", "accelerator"):
-        typer.echo(f"{key}: {facts[key]}")
-    price = (f"${inst.price_usd_per_hour:g}/h ({inst.price_region}, {inst.price_date})"
-             if inst.price_usd_per_hour is not None else "unknown")
-    typer.echo(f"price_usd_per_hour: {price}")
-    for figure, keys in sorted(inst.sources.items()):
-        typer.echo(f"source of {figure}: " + "; ".join(srcs.get(k, k) for k in keys))
+    shown = figures(inst)
+    if as_json:
+        emit_json({
+            "name": inst.name, "vcpus": inst.vcpus, "memory_gib": inst.memory_gib,
+            "network_gbps": inst.network_gbps, "efa_supported": inst.efa_supported,
+            "efa_interfaces": inst.efa_interfaces, "arch": inst.arch,
+            "accelerator": (f"{inst.accelerator.count} x {inst.accelerator.model}"
+                            if inst.accelerator else None),
+            "price_usd_per_hour": inst.price_usd_per_hour, "price_region": inst.price_region,
+            "price_date": inst.price_date, "sources": inst.sources,
+            "unconfirmed": list(inst.unconfirmed), "notes": list(inst.notes),
+            "figures": {name: {"value": value, "shown": text,
+                               "sources": inst.sources.get(name, []),
+                               "unconfirmed": name in inst.unconfirmed}
+                        for name, value, text in shown}})
+        return
+    typer.echo(f"name: {inst.name}")
+    for name, _value, text in shown:
+        mark = " (unconfirmed)" if name in inst.unconfirmed else ""
+        typer.echo(f"{name}: {text}{mark}")
+        keys = inst.sources.get(name)
+        if name == "price_usd_per_hour" and inst.price_usd_per_hour is None:
+            continue
+        typer.echo("  source: " + ("; ".join(srcs.get(k, k) for k in keys) if keys
+                                   else "none stated in the catalog"))
+    for figure, keys in sorted(inst.sources.items()):  # sourced facts not listed above
+        if figure not in {name for name, _v, _t in shown}:
+            typer.echo(f"source of {figure}: " + "; ".join(srcs.get(k, k) for k in keys))
     for note in inst.notes:
         typer.echo(f"note: {note}")
