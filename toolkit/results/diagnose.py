@@ -8,16 +8,20 @@ per-rank link probe, MFU and checkpoint figures. Output: one ``bottleneck`` from
 compared to) and what to try. The rules, first match wins:
 
 1. ``straggler``: the record's straggler verdict is WARN or FAIL (one rank's local update
-   is slow *and* the others lose time waiting for it), or one node's compute stands out
-   (:func:`benchmarks.fsdp.stragglers.compute_straggler`): that node. The ranks' compute is measured
-   in the same phase on every rank, so the twin's shared CPUs slow all of them alike and a
-   throttled node still stands out.
+   is slow *and* the others lose time waiting for it): that rank's node.
 2. ``interconnect`` with a node: one node's incoming link (link probe) is below
    :data:`LINK_OUTLIER` x the median of the other nodes' (:data:`LINK_OUTLIER_TWIN` on the
    twin) and the exposed communication is at least :data:`LINK_MIN_COMM_SHARE` of the step.
    A slow link delays every rank's collectives alike, so only the probe names the node.
 3. ``storage``: checkpoint saves plus data loading take at least :data:`STORAGE_SHARE` of
-   the step.
+   the step, unless the node of rule 3b is also the slowest in the link probe (a slow node
+   saves slowly too).
+3b. ``straggler``: one node's compute stands out and the others waited for it
+   (:func:`benchmarks.fsdp.stragglers.compute_straggler`; each rank's compute is measured in
+   the same phase, so the twin's shared CPUs slow all alike and a throttled node still stands
+   out): that node. After the link rule, and after the storage rule unless the node is also
+   the slowest in the link probe, since a slow link or disk stretches a rank's measured
+   compute too.
 4. ``twin-shared-cpu``: a record from pctk's twin with more than one node. Its nodes share
    this machine's CPUs, so compute per rank grows with the node count; that is not a
    performance result, and neither the network nor a node is to blame.
@@ -106,6 +110,16 @@ def link_outlier(rec: dict[str, Any]) -> tuple[str, float, float] | None:
     return None
 
 
+def slowest_link(rec: dict[str, Any]) -> str | None:
+    """The node whose slowest rank receives slowest in the link probe (None without one)."""
+    per_node: dict[str, float] = {}
+    for r in breakdown_of(rec).get("per_rank") or []:
+        gbps = r.get("link_recv_gb_per_s")
+        if isinstance(gbps, int | float):
+            per_node[r["node"]] = min(gbps, per_node.get(r["node"], gbps))
+    return min(per_node, key=lambda n: per_node[n]) if len(per_node) > 1 else None
+
+
 def link_threshold(rec: dict[str, Any]) -> float:
     return LINK_OUTLIER_TWIN if (rec.get("cluster") or {}).get("twin") else LINK_OUTLIER
 
@@ -158,6 +172,9 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
     straggler = metrics.get("stragglers") or {}
     slow_compute = compute_straggler(b)
     outlier = link_outlier(rec)
+    # a node slow at computing and also the slowest at receiving is a slow node (its CPU or
+    # GPU), not a slow disk: its checkpoint saves are slow for the same reason
+    slow_everywhere = slow_compute is not None and slow_compute[0].key == slowest_link(rec)
     twin = bool(cluster.get("twin"))
     ckpt_share = share.get("checkpoint", 0.0) + share.get("data", 0.0)
     overhead = share.get("sync", 0.0) + share.get("unaccounted", 0.0)
@@ -174,6 +191,24 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
         advice = [f"check {node} (`pctk health run --nodes {node}`, `pctk health slow-nodes`), "
                   f"drain it (`pctk health drain {node}`) and rerun without it"]
         summary = f"a straggler: {node} holds every step back"
+    elif outlier is not None and share.get("exposed_comm", 0) >= LINK_MIN_COMM_SHARE:
+        bottleneck, node = "interconnect", outlier[0]
+        evidence.insert(0, f"{node} receives at {outlier[1]:.3g} GB/s, the other nodes at "
+                        f"{outlier[2]:.3g} GB/s (median; outlier below {link_threshold(rec):.0%}); "
+                        f"exposed communication is {share['exposed_comm']:.0%} of the step")
+        advice = [f"check {node}'s network (`pctk health slow-nodes`, its EFA state), drain it "
+                  "and rerun without it"]
+        summary = f"the interconnect: {node}'s link is slow and every collective waits for it"
+    elif ckpt_share >= STORAGE_SHARE and not slow_everywhere:
+        bottleneck = "storage"
+        saves = metrics.get("checkpoint_saves") or []
+        gbps = (f"; checkpoint saves at {saves[-1]['gb_per_s']:.3g} GB/s "
+                f"({saves[-1]['seconds']:.2f} s each)") if saves else ""
+        evidence.insert(0, f"checkpoint saves take {share.get('checkpoint', 0):.0%} and data "
+                        f"loading {share.get('data', 0):.0%} of the step{gbps}")
+        advice = ["save less often or asynchronously (torch.distributed.checkpoint.async_save)",
+                  "check the file system (`pctk bench storage`) and its throughput tier"]
+        summary = "storage: checkpoint saves or data loading take a large share of each step"
     elif slow_compute is not None:
         found, rank = slow_compute
         bottleneck, node = "straggler", found.key
@@ -189,24 +224,6 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
                   "without it"]
         summary = f"a straggler: {node} computes {found.ratio:.1f}x slower and holds every " \
                   "step back"
-    elif outlier is not None and share.get("exposed_comm", 0) >= LINK_MIN_COMM_SHARE:
-        bottleneck, node = "interconnect", outlier[0]
-        evidence.insert(0, f"{node} receives at {outlier[1]:.3g} GB/s, the other nodes at "
-                        f"{outlier[2]:.3g} GB/s (median; outlier below {link_threshold(rec):.0%}); "
-                        f"exposed communication is {share['exposed_comm']:.0%} of the step")
-        advice = [f"check {node}'s network (`pctk health slow-nodes`, its EFA state), drain it "
-                  "and rerun without it"]
-        summary = f"the interconnect: {node}'s link is slow and every collective waits for it"
-    elif ckpt_share >= STORAGE_SHARE:
-        bottleneck = "storage"
-        saves = metrics.get("checkpoint_saves") or []
-        gbps = (f"; checkpoint saves at {saves[-1]['gb_per_s']:.3g} GB/s "
-                f"({saves[-1]['seconds']:.2f} s each)") if saves else ""
-        evidence.insert(0, f"checkpoint saves take {share.get('checkpoint', 0):.0%} and data "
-                        f"loading {share.get('data', 0):.0%} of the step{gbps}")
-        advice = ["save less often or asynchronously (torch.distributed.checkpoint.async_save)",
-                  "check the file system (`pctk bench storage`) and its throughput tier"]
-        summary = "storage: checkpoint saves or data loading take a large share of each step"
     elif twin and nodes > 1:
         bottleneck = "twin-shared-cpu"
         cpus = os.cpu_count() or 0

@@ -41,7 +41,7 @@ def next_step(rec: dict[str, Any]) -> str:
     part = f" -p {partition}" if partition else ""
     node = _blamed(rec)
     if kind == "fsdp":
-        if status == "FAIL" and node:
+        if status in ("WARN", "FAIL") and node:
             return (f"next: pctk diagnose {rid} (the evidence), then pctk health drain {node} "
                     "and run again without it")
         return (f"next: pctk diagnose {rid} says what bounds the step; pctk bench scaling "
