@@ -177,3 +177,50 @@ def test_pctk_diagnose_takes_the_id_a_scaling_study_printed(
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1, err
         assert "does not exist" in err or "is not a regular file" in err, err
+
+
+LINKS = [1.9, 1.4, 2.0, 1.2]  # GB/s: the last node receives slowest, inside the twin's noise
+
+
+def _four_nodes(rec: dict, compute_ms: list[float], wait_ms: list[float],
+                checkpoint_s: float) -> dict:
+    """records[1] made a 4-node twin run: one row a node with these computes and waits (the
+    others' exposed communication), every rank saving for ``checkpoint_s`` a step."""
+    import copy
+
+    out = copy.deepcopy(rec)
+    b = out["metrics"]["breakdown"]
+    template = b["per_rank"][0]
+    b["per_rank"] = [{**template, "rank": i, "node": f"cpu-dy-c5-{i + 1}",
+                      "compute": c / 1000, "exposed_comm": w / 1000, "checkpoint": checkpoint_s,
+                      "link_recv_gb_per_s": gbps}
+                     for i, (c, w, gbps) in enumerate(zip(compute_ms, wait_ms, LINKS, strict=True))]
+    mean = b["mean_over_ranks"]
+    mean["checkpoint"] = checkpoint_s
+    mean["compute"] = sum(compute_ms) / 4000
+    mean["exposed_comm"] = sum(wait_ms) / 4000
+    mean["step"] = sum(mean[k] for k in PARTS)
+    out["params"]["nodes"], out["params"]["world_size"] = 4, 4
+    out["cluster"]["twin"] = True
+    out["metrics"]["stragglers"] = {"verdict": "PASS"}
+    return out
+
+
+def test_a_slow_disk_that_stretches_its_nodes_compute_is_storage(records: list[dict]) -> None:
+    """The figures of a CI run: the node whose checkpoint disk was throttled to 256 KiB/s also
+    computed 6.5x slower (its page faults stalled on that disk) and happened to receive slowest
+    in the link probe. Its saves cost seconds a step, its compute 56 ms: storage."""
+    compute = [10.1, 9.9, 10.5, 66.0]
+    wait = [60.0, 58.0, 61.0, 3.0]
+    verdict = diagnose(_four_nodes(records[1], compute, wait, checkpoint_s=1.8))
+    assert verdict["bottleneck"] == "storage", verdict["evidence"]
+    assert verdict["shares"]["checkpoint"] >= 0.25
+    assert "also: cpu-dy-c5-4's compute is 6.5x" in verdict["evidence"][1]
+    # the same straggler with saves that cost less than the others' wait: the straggler
+    verdict = diagnose(_four_nodes(records[1], compute, wait, checkpoint_s=0.03))
+    assert verdict["shares"]["checkpoint"] >= 0.25
+    assert (verdict["bottleneck"], verdict["node"]) == ("straggler", "cpu-dy-c5-4")
+    assert verdict["evidence"][1].startswith("also: checkpoint saves"), verdict["evidence"]
+    # no straggler: saves that are a large share are storage however short
+    verdict = diagnose(_four_nodes(records[1], [10.1, 9.9, 10.5, 10.2], [3.0] * 4, 0.03))
+    assert verdict["bottleneck"] == "storage" and verdict["node"] is None

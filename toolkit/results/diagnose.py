@@ -13,15 +13,17 @@ compared to) and what to try. The rules, first match wins:
    :data:`LINK_OUTLIER` x the median of the other nodes' (:data:`LINK_OUTLIER_TWIN` on the
    twin) and the exposed communication is at least :data:`LINK_MIN_COMM_SHARE` of the step.
    A slow link delays every rank's collectives alike, so only the probe names the node.
-3. ``storage``: checkpoint saves plus data loading take at least :data:`STORAGE_SHARE` of
-   the step, unless the node of rule 3b is also the slowest in the link probe (a slow node
-   saves slowly too).
-3b. ``straggler``: one node's compute stands out and the others waited for it
-   (:func:`benchmarks.fsdp.stragglers.compute_straggler`; each rank's compute is measured in
-   the same phase, so the twin's shared CPUs slow all alike and a throttled node still stands
-   out): that node. After the link rule, and after the storage rule unless the node is also
-   the slowest in the link probe, since a slow link or disk stretches a rank's measured
-   compute too.
+3. ``storage`` or ``straggler``, whichever costs each step more, when both are seen:
+   - ``storage``: checkpoint saves plus data loading take at least :data:`STORAGE_SHARE` of
+     the step; it costs their seconds per step.
+   - ``straggler``: one node's compute stands out and the others waited for it
+     (:func:`benchmarks.fsdp.stragglers.compute_straggler`; each rank's compute is measured
+     in the same phase, so the twin's shared CPUs slow all alike and a throttled node still
+     stands out): that node. It costs the others' wait, its compute's gap to the median.
+   A disk slow enough to stall the node's page faults stretches its measured compute too, and
+   a slow node saves slowly; comparing the costs names the one that holds the step back
+   most, and the evidence names the other as well. After the link rule, as a slow link
+   stretches a rank's measured compute as well.
 4. ``twin-shared-cpu``: a record from pctk's twin with more than one node. Its nodes share
    this machine's CPUs, so compute per rank grows with the node count; that is not a
    performance result, and neither the network nor a node is to blame.
@@ -110,16 +112,6 @@ def link_outlier(rec: dict[str, Any]) -> tuple[str, float, float] | None:
     return None
 
 
-def slowest_link(rec: dict[str, Any]) -> str | None:
-    """The node whose slowest rank receives slowest in the link probe (None without one)."""
-    per_node: dict[str, float] = {}
-    for r in breakdown_of(rec).get("per_rank") or []:
-        gbps = r.get("link_recv_gb_per_s")
-        if isinstance(gbps, int | float):
-            per_node[r["node"]] = min(gbps, per_node.get(r["node"], gbps))
-    return min(per_node, key=lambda n: per_node[n]) if len(per_node) > 1 else None
-
-
 def link_threshold(rec: dict[str, Any]) -> float:
     return LINK_OUTLIER_TWIN if (rec.get("cluster") or {}).get("twin") else LINK_OUTLIER
 
@@ -172,11 +164,11 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
     straggler = metrics.get("stragglers") or {}
     slow_compute = compute_straggler(b)
     outlier = link_outlier(rec)
-    # a node slow at computing and also the slowest at receiving is a slow node (its CPU or
-    # GPU), not a slow disk: its checkpoint saves are slow for the same reason
-    slow_everywhere = slow_compute is not None and slow_compute[0].key == slowest_link(rec)
     twin = bool(cluster.get("twin"))
     ckpt_share = share.get("checkpoint", 0.0) + share.get("data", 0.0)
+    storage_s = mean.get("checkpoint", 0.0) + mean.get("data", 0.0)
+    slow_storage = ckpt_share >= STORAGE_SHARE
+    gap_s = slow_compute[0].value - slow_compute[0].reference if slow_compute else 0.0
     overhead = share.get("sync", 0.0) + share.get("unaccounted", 0.0)
     if bus_gb == 0:  # one rank: nothing to communicate, the "exposed" part is overhead
         overhead += share.get("exposed_comm", 0.0)
@@ -199,13 +191,18 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
         advice = [f"check {node}'s network (`pctk health slow-nodes`, its EFA state), drain it "
                   "and rerun without it"]
         summary = f"the interconnect: {node}'s link is slow and every collective waits for it"
-    elif ckpt_share >= STORAGE_SHARE and not slow_everywhere:
+    elif slow_storage and (slow_compute is None or storage_s >= gap_s):
         bottleneck = "storage"
         saves = metrics.get("checkpoint_saves") or []
         gbps = (f"; checkpoint saves at {saves[-1]['gb_per_s']:.3g} GB/s "
                 f"({saves[-1]['seconds']:.2f} s each)") if saves else ""
         evidence.insert(0, f"checkpoint saves take {share.get('checkpoint', 0):.0%} and data "
                         f"loading {share.get('data', 0):.0%} of the step{gbps}")
+        if slow_compute is not None:
+            evidence.insert(1, f"also: {slow_compute[0].key}'s compute is "
+                            f"{slow_compute[0].ratio:.1f}x the other nodes' median, which "
+                            f"costs {_ms(gap_s)} a step against storage's {_ms(storage_s)} "
+                            "(a disk that stalls a node's memory stretches its compute too)")
         advice = ["save less often or asynchronously (torch.distributed.checkpoint.async_save)",
                   "check the file system (`pctk bench storage`) and its throughput tier"]
         summary = "storage: checkpoint saves or data loading take a large share of each step"
@@ -219,6 +216,10 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
                         f"{_ms(found.others[0])}-{_ms(found.others[1])} on the other nodes "
                         f"(median {_ms(found.reference)}, {found.ratio:.1f}x){probe}; FSDP's "
                         "collectives wait for it in every forward and backward")
+        if slow_storage:
+            evidence.insert(1, f"also: checkpoint saves and data loading take {ckpt_share:.0%} "
+                            f"of the step ({_ms(storage_s)}), less than the others' wait "
+                            f"for {node} ({_ms(gap_s)}); a slow node saves slowly too")
         advice = [f"check {node} (`pctk health run --nodes {node}`: clocks, throttling, "
                   f"other processes), drain it (`pctk health drain {node}`) and rerun "
                   "without it"]
