@@ -6,16 +6,19 @@ typer and click versions under test are the ones a user of this environment gets
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.nccl import FIXTURES
 from toolkit.bench.cli import BENCH_COMMANDS
 from toolkit.cli import COMMANDS, first_paragraph, load_command, main
+from toolkit.lazy_cli import KEEP_BREAK
 
 PCTK = Path(sys.executable).parent / "pctk"
 
@@ -197,3 +200,46 @@ def test_importing_the_cli_leaves_the_callers_sigint_handler() -> None:
                                                                       "signal.SIGINT)", "pass")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "loaded: True\n", r.stderr
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command and subcommand path of pctk, e.g. ["local", "fault", "slow-net"]."""
+    paths: list[list[str]] = []
+
+    def walk(path: list[str], command: Any) -> None:
+        paths.append(path)
+        subs = dict(getattr(command, "commands", {}))
+        for spec in getattr(command, "lazy", {}).values():
+            subs.setdefault(spec.name, load_command(spec))
+        for name, sub in subs.items():
+            if not sub.hidden:
+                walk([*path, name], sub)
+
+    for spec in COMMANDS:
+        walk([spec.name], load_command(spec))
+    return paths
+
+
+def test_every_help_fills_its_paragraphs_at_80_columns(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A docstring's own line breaks are not kept inside a paragraph: kept, the rich formatter
+    wrapped each long source line again and left lines of one or two words ("above the" /
+    "bound. Exit 0 ..."). Each line of a description that another line of the same paragraph
+    follows is filled to at least 55 of the 80 columns, unless a list item follows it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ragged = []
+    paths = _command_paths()
+    assert len(paths) > 60
+    for path in paths:
+        assert main([*path, "--help"]) == 0, path
+        out = capsys.readouterr().out.splitlines()
+        start = next(i for i, line in enumerate(out) if "Usage:" in line) + 1
+        desc = []
+        for line in out[start:]:
+            if line.lstrip().startswith(("╭", "Options:", "Commands:", "Arguments:")):
+                break
+            desc.append(line.strip())
+        for line, after in itertools.pairwise(desc):
+            if line and after and len(line) < 55 and not KEEP_BREAK.match(after):
+                ragged.append(f"pctk {' '.join(path)}: {line!r} / {after!r}")
+    assert not ragged, "\n".join(ragged)

@@ -9,6 +9,8 @@ Its own module, below both groups, so that neither imports the other to get the 
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,7 +44,46 @@ def load_command(spec: LazyCommand) -> Any:
         holder.add_typer(target, name=spec.name)
     else:
         holder.command(spec.name)(target)
-    return typer.main.get_group(holder).commands[spec.name]
+    command = typer.main.get_group(holder).commands[spec.name]
+    unwrap_help(command)
+    return command
+
+
+# a line that starts one of these keeps the break before it: a list item, an example
+KEEP_BREAK = re.compile(r"^(\s|[-*\u2022] |--|\d+[.)] |\$ |pctk )")
+
+
+def unwrap_text(text: str) -> str:
+    """A docstring's paragraphs with their single line breaks joined, so that the help
+    formatter fills each paragraph to the terminal's width. typer's rich formatter keeps a
+    paragraph's line breaks and wraps each line again, which leaves a line of one or two words
+    wherever the source line was longer than the terminal. Kept: a paragraph that starts with
+    ``\\b`` (click's no-rewrap mark), a break before a list item or an example, and anything
+    after ``\\f``."""
+    text = inspect.cleandoc(text)
+    body, cut, tail = text.partition("\f")
+    paragraphs = []
+    for para in body.split("\n\n"):
+        if para.startswith("\b"):
+            paragraphs.append(para)
+            continue
+        lines = para.split("\n")
+        joined = [lines[0]]
+        for line in lines[1:]:
+            if KEEP_BREAK.match(line):
+                joined.append(line)
+            else:
+                joined[-1] = f"{joined[-1].rstrip()} {line.strip()}"
+        paragraphs.append("\n".join(joined))
+    return "\n\n".join(paragraphs) + cut + tail
+
+
+def unwrap_help(command: Any) -> None:
+    """:func:`unwrap_text` on the help of ``command`` and of every subcommand it holds."""
+    if command.help:
+        command.help = unwrap_text(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        unwrap_help(sub)
 
 
 class LazyGroup(typer.core.TyperGroup):
