@@ -56,13 +56,21 @@ def test_large_batch_turns_compute_bound() -> None:
     assert got.tokens_per_s == pytest.approx(4096 / (flops / 989e12))
 
 
-def test_prefill_bound_is_peak_over_flops_per_token() -> None:
+def test_prefill_bound_counts_the_causal_half() -> None:
+    """Under a causal mask token i of the prompt attends to i tokens, not to all 2,048: the
+    prompt costs 2 x 7,504,924,672 x 2048 + 4 x 32 layers x 32 heads x 128 x 2048 x 2049 / 2
+    = 31,840,219,955,200 FLOPs, 15,546,982,400 a token, 63,613.6 tokens/s at 989 TFLOP/s
+    (counting the whole square gave 16,083,591,168 a token and 61,491.2 tokens/s)."""
     got = roofline.prefill_bound(EIGHT_B, 2048, peak_tflops=989)
-    # 2 x 7,504,924,672 + 4 x 32 layers x 32 heads x 128 x 2048 = 16,083,591,168 FLOPs/token
-    per_token = 2 * PARAMS + 4 * 32 * 32 * 128 * 2048
-    assert per_token == 16_083_591_168
-    assert got.tokens_per_s == pytest.approx(989e12 / per_token)
-    assert got.tokens_per_s == pytest.approx(61_491.2, abs=0.1)
+    total = 2 * PARAMS * 2048 + 4 * 32 * 32 * 128 * 2048 * 2049 // 2
+    assert total == 31_840_219_955_200
+    assert total == sum(2 * PARAMS + 4 * 32 * 32 * 128 * i for i in range(1, 2049))
+    assert got.flops_per_step == total
+    assert got.tokens_per_s == pytest.approx(63_613.6, abs=0.1)
+    # at 32k tokens the full square would understate the bound by 36%
+    long = roofline.prefill_bound(EIGHT_B, 32_768, peak_tflops=989).tokens_per_s
+    square = 989e12 / (2 * PARAMS + 4 * 32 * 32 * 128 * 32_768)
+    assert long / square == pytest.approx(1.364, abs=0.001)
 
 
 def test_judge_gives_fractions_on_a_gpu_and_says_why_not_on_a_cpu() -> None:
@@ -72,7 +80,7 @@ def test_judge_gives_fractions_on_a_gpu_and_says_why_not_on_a_cpu() -> None:
                              mem_bw_tbps=3.35, peak_tflops=989)
     assert verdict["judged"]
     assert verdict["decode"][0]["fraction"] == pytest.approx(0.6)
-    assert verdict["prefill"][0]["fraction"] == pytest.approx(31_000 / 61_491.2, rel=1e-5)
+    assert verdict["prefill"][0]["fraction"] == pytest.approx(31_000 / 63_613.6, rel=1e-5)
     cpu = roofline.judge(EIGHT_B, metrics, device="cpu", dtype="float32", mem_bw_tbps=3.35,
                          peak_tflops=989)
     assert not cpu["judged"] and "no roofline is judged" in cpu["reason"]
