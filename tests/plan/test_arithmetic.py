@@ -139,8 +139,13 @@ def test_memory_per_gpu_for_70b_fsdp_over_64_and_hsdp_over_8():
     assert hsdp.total(True) > usable
     # the smallest shard of 64 GPUs that fits with AC: states/S + 26.6 GB <= 72 GiB
     # -> S >= 1,128,859,303,936 / (77,309,411,328 - 26,604,601,344) = 22.3 -> 32 (divides 64)
-    assert m.smallest_shard(shape, 64, 8192, 1, usable, ac=True) == 32
-    assert m.smallest_shard(shape, 64, 8192, 1, usable, ac=False) is None
+    assert m.smallest_shard(shape, 64, 8192, 1, usable, ac=True, gpus_per_node=8) == 32
+    assert m.smallest_shard(shape, 64, 8192, 1, usable, ac=False, gpus_per_node=8) is None
+    # 130 nodes of 8 (1,040 GPUs): the divisors of 1,040 from 22.3 up are 26, 40, 52, ...;
+    # 26 GPUs is 3.25 nodes (a node split between two shard groups), 40 is 5 whole nodes
+    assert m.smallest_shard(shape, 1040, 8192, 1, usable, ac=True, gpus_per_node=8) == 40
+    assert [s for s in (1, 2, 4, 8, 16, 24, 26, 40, 52) if m.node_aligned(s, 8)] == \
+        [1, 2, 4, 8, 16, 24, 40]
 
 
 def test_checkpoint_and_young_daly():

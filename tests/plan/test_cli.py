@@ -46,7 +46,9 @@ def test_json_has_the_promised_fields_and_every_input_with_its_source(capsys):
     od, cb = plan["cost_usd"]["on_demand"], plan["cost_usd"]["capacity_block"]
     assert od["usd_per_node_hour"] == 55.04 and od["date"] == "2026-07-20"
     assert "karpenter" in od["source"]
+    # the Capacity Block rate on record was valid until 2025-01-01: named, not totalled
     assert cb["usd_per_node_hour"] == 39.33 and "capacityblocks" in cb["source"]
+    assert cb["expired"] and cb["valid_until"] == "2025-01-01" and cb["usd"] is None
     hours = plan["gpu_hours_with_overhead"] / 8  # node-hours
     assert od["usd"] == pytest.approx(hours * 55.04)
     # 4 nodes: the job fails 4x as often as one node
@@ -69,7 +71,8 @@ def test_the_table_echoes_every_input_with_its_source(capsys):
         line = next(ln for ln in text.splitlines() if ln.strip().startswith(name + " "))
         assert f"<- {row['source']}" in line, name
     assert "smallest shard that fits" in text and "Young/Daly" in text
-    assert "capacity block       $" in text and "on-demand            $" in text
+    assert "capacity block       n/a: the rate on record" in text
+    assert "on-demand            $" in text
     # 70B on 64 H100s fits only with activation checkpointing, and says why it is on
     assert plan["inputs"]["activation_checkpointing"] == {
         "value": True, "source": "auto: on, since the plan does not fit without it"}
@@ -240,3 +243,17 @@ def test_a_plan_from_a_record_uses_the_sequence_length_its_mfu_was_measured_at(c
     code, plan = _plan(capsys, "--model", "8b", "--from-record", old, "--db", str(db))
     assert plan["inputs"]["seq_len"]["value"] == 8192
     assert any("does not say its sequence length" in n for n in plan["notes"])
+
+
+def test_an_expired_price_is_not_printed_as_a_cost_and_a_shard_keeps_nodes_whole(capsys):
+    assert main(["plan", "--model", "70b", "--tokens", "2T", "--nodes", "130"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("capacity block"))
+    assert "n/a: the rate on record ($39.33/h" in line and "expired on 2025-01-01" in line
+    assert "smallest shard that fits: none without AC, 40 with AC" in out
+    # 26 of 1,040 GPUs divides them but splits a node of 8 between two shard groups
+    code = main(["plan", "--model", "70b", "--tokens", "2T", "--nodes", "130",
+                 "--strategy", "hsdp", "--shard-size", "26"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--shard-size 26 splits a node of 8 GPUs" in err

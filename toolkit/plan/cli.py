@@ -107,9 +107,13 @@ def render_text(plan: dict[str, Any]) -> str:
     else:
         lines.append(f"  on-demand            n/a: {cost.get('on_demand_missing')}")
     cb = cost.get("capacity_block")
-    if cb:
+    if cb and cb["expired"]:
+        lines.append(f"  capacity block       n/a: the rate on record "
+                     f"(${cb['usd_per_node_hour']:,.2f}/h, {cb['region']}) expired on "
+                     f"{cb['valid_until']}; today's rates: {cb['source']}")
+    elif cb:
         lines.append(f"  capacity block       ${cb['usd']:,.0f} at ${cb['usd_per_node_hour']:,.2f}"
-                     f"/h ({cb['region']}, {cb['date']}; {cb['source']})")
+                     f"/h ({cb['region']}, valid until {cb['valid_until']}; {cb['source']})")
     else:
         lines.append("  capacity block       n/a: no Capacity Block rate on record for this type")
     lines += ["", f"Memory per GPU, GiB (usable {_gib(mem['usable_gib_per_gpu'])})",

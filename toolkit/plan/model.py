@@ -68,11 +68,19 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
     return _memory(shape, shard, seq_len, micro_batch)
 
 
+def node_aligned(shard: int, gpus_per_node: int) -> bool:
+    """Whether shard groups of ``shard`` GPUs leave every node whole: a divisor of a node's
+    GPUs (the groups stay inside a node, on NVLink) or a whole number of nodes."""
+    return gpus_per_node % shard == 0 or shard % gpus_per_node == 0
+
+
 def smallest_shard(shape: Shape, gpus: int, seq_len: int, micro_batch: int, usable: float,
-                   ac: bool) -> int | None:
-    """The smallest shard size dividing ``gpus`` at which the plan fits, or None."""
+                   ac: bool, gpus_per_node: int = 1) -> int | None:
+    """The smallest node-aligned shard size (:func:`node_aligned`) dividing ``gpus`` at which
+    the plan fits, or None."""
     for shard in range(1, gpus + 1):
-        if gpus % shard == 0 and memory(shape, shard, seq_len, micro_batch).total(ac) <= usable:
+        if gpus % shard == 0 and node_aligned(shard, gpus_per_node) and \
+                memory(shape, shard, seq_len, micro_batch).total(ac) <= usable:
             return shard
     return None
 

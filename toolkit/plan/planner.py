@@ -8,6 +8,7 @@ into one dict: every input with its value and where it came from, then the figur
 
 from __future__ import annotations
 
+import datetime
 import math
 import statistics
 from collections.abc import Callable
@@ -42,12 +43,13 @@ DEFAULT_HEADROOM = 0.10  # of GPU memory kept for the CUDA context, NCCL buffers
 DEFAULT_FSX_GIB = 4800
 MAX_NODES = 20_000  # how far the --days and --budget solvers search
 
-# Capacity Block "effective instance hourly rate" (USD), AWS Capacity Blocks pricing page
-# snapshot valid until 2025-01-01, as recorded in /work/shared/reference/instance_facts.md
-# section 4 (source S6c of toolkit/data/instances.yaml). Capacity Block prices are dynamic:
-# examples, not quotes.
-CAPACITY_BLOCK_SOURCE = ("AWS Capacity Blocks pricing page snapshot, rates valid until "
-                         "2025-01-01: https://aws.amazon.com/ec2/capacityblocks/pricing/ "
+# Capacity Block "effective instance hourly rate" (USD): the AWS Capacity Blocks pricing page
+# (source S6c of toolkit/data/instances.yaml), rates it gave as valid until 2025-01-01.
+# Capacity Block prices are dynamic: after that date a plan names the old rate as expired and
+# totals nothing with it.
+CAPACITY_BLOCK_VALID_UNTIL = datetime.date(2025, 1, 1)
+CAPACITY_BLOCK_SOURCE = ("AWS Capacity Blocks pricing page, rates valid until 2025-01-01: "
+                         "https://aws.amazon.com/ec2/capacityblocks/pricing/ "
                          "(prices are dynamic; an example, not a quote)")
 CAPACITY_BLOCK_USD_PER_HOUR: dict[str, tuple[float, str]] = {
     "p5.48xlarge": (39.33, "us-east-1 / us-east-2"),
@@ -719,9 +721,11 @@ def _cost(inst: catalog.InstanceType, nodes: int, wall_h: float) -> dict[str, An
     cb = CAPACITY_BLOCK_USD_PER_HOUR.get(inst.name)
     if cb is not None:
         rate, region = cb
-        out["capacity_block"] = {"usd": node_hours * rate, "usd_per_node_hour": rate,
-                                 "region": region, "date": "valid until 2025-01-01",
-                                 "source": CAPACITY_BLOCK_SOURCE}
+        expired = datetime.date.today() >= CAPACITY_BLOCK_VALID_UNTIL
+        out["capacity_block"] = {
+            "usd": None if expired else node_hours * rate, "usd_per_node_hour": rate,
+            "region": region, "valid_until": CAPACITY_BLOCK_VALID_UNTIL.isoformat(),
+            "expired": expired, "source": CAPACITY_BLOCK_SOURCE}
     else:
         out["capacity_block"] = None
     return out
@@ -734,6 +738,9 @@ def _memory_section(req: Request, shape: Shape, seq: int, gpus: int, per_node: i
     hsdp_shard = req.shard_size or per_node
     if gpus % hsdp_shard:
         raise PlanError(f"--shard-size {hsdp_shard} does not divide the {gpus} GPUs")
+    if not m.node_aligned(hsdp_shard, per_node):
+        raise PlanError(f"--shard-size {hsdp_shard} splits a node of {per_node} GPUs between "
+                        f"shard groups: give a divisor of {per_node} or a multiple of it")
     inputs.put("hsdp_shard_size", hsdp_shard, "--shard-size" if req.shard_size else
                "default: the GPUs of one node")
     hsdp = m.memory(shape, hsdp_shard, seq, mb)
@@ -755,8 +762,8 @@ def _memory_section(req: Request, shape: Shape, seq: int, gpus: int, per_node: i
         "fsdp": fsdp.to_dict(usable),
         "hsdp": hsdp.to_dict(usable),
         "smallest_shard": {
-            "no_ac": m.smallest_shard(shape, gpus, seq, mb, usable, False),
-            "ac": m.smallest_shard(shape, gpus, seq, mb, usable, True),
+            "no_ac": m.smallest_shard(shape, gpus, seq, mb, usable, False, per_node),
+            "ac": m.smallest_shard(shape, gpus, seq, mb, usable, True, per_node),
         },
         "chosen": {"strategy": req.strategy, "shard_size": chosen_mem.shard,
                    "activation_checkpointing": ac,
