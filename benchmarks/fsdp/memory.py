@@ -4,7 +4,7 @@ with (benchmarks/fsdp/defaults.py), so both sides use the same arithmetic.
 
 Units: bytes. The layout is the one ``pctk bench fsdp`` trains with: fp32 parameters, fp32
 gradients and AdamW's two fp32 moments sharded over the shard group, bf16 compute copies of
-the blocks being gathered, bf16 activations (see :func:`memory`).
+the blocks being gathered, the root group kept whole, bf16 activations (see :func:`memory`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ GRAD_BYTES = 4
 OPTIM_BYTES = 8
 ACT_BYTES = 2  # bf16 activations
 LOGIT_BYTES = 2 + 4  # bf16 logits and the fp32 copy cross-entropy computes in
+# the root group (the model's own fully_shard: input embedding, final norm, output head) is not
+# resharded after forward (FSDP2 leaves the root's parameters gathered for the backward that
+# follows at once): its bf16 parameters and, from backward on, their bf16 gradients stay whole
+ROOT_BYTES = 2 + 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,13 @@ class Shape:
         if self.layers and self.dim and self.heads and self.ffn_dim:
             return block_params(self.dim, self.heads, self.kv_heads or self.heads, self.ffn_dim)
         return self.params_non_embedding // self.layers if self.layers else 0
+
+    @property
+    def root_params(self) -> int:
+        """Parameters outside the blocks: the root FSDP group (embedding, final norm, output
+        head); without a block shape, the input embedding alone."""
+        return self.params - self.layers * self.block_params if self.layers else \
+            self.params - self.params_non_embedding
 
 
 def block_params(dim: int, heads: int, kv_heads: int, ffn_dim: int) -> int:
@@ -93,17 +104,19 @@ class Memory:
     gradients: float
     optimizer: float
     gathered: float  # bf16 copies of the blocks being computed, their unsharded gradients
+    root: float  # the root group, kept whole from forward through backward (ROOT_BYTES)
     activations: float  # without activation checkpointing
     activations_ac: float  # with activation checkpointing per block
 
     def total(self, ac: bool) -> float:
-        return (self.parameters + self.gradients + self.optimizer + self.gathered
+        return (self.parameters + self.gradients + self.optimizer + self.gathered + self.root
                 + (self.activations_ac if ac else self.activations))
 
     def to_dict(self, usable: float) -> dict[str, object]:
         gib = {k: round(v / GIB, 2) for k, v in (
             ("parameters", self.parameters), ("gradients", self.gradients),
             ("optimizer_state", self.optimizer), ("gathered_blocks", self.gathered),
+            ("root_group", self.root),
             ("activations_no_ac", self.activations),
             ("activations_ac", self.activations_ac))}
         return {"shard_size": self.shard, "gib": gib,
@@ -118,7 +131,9 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
 
     States: fp32 parameters, fp32 gradients, AdamW's two fp32 moments, each divided by the
     shard size. Gathered: two blocks' bf16 parameters (the one computing and the one
-    prefetched) and one block's fp32 unsharded gradients before its reduce-scatter.
+    prefetched) and one block's fp32 unsharded gradients before its reduce-scatter. Root: the
+    root group's bf16 parameters and gradients (:data:`ROOT_BYTES`), unsharded through
+    backward whatever the shard size.
     Activations: every block's saved tensors without activation checkpointing; with it, each
     block's bf16 input plus one block's tensors recomputed during its backward. Both add the
     logits (bf16 and the fp32 copy of cross-entropy) when the vocabulary is known.
@@ -136,4 +151,5 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
         full = shape.layers * per_layer + logits
         ac = shape.layers * ACT_BYTES * shape.dim * tokens + per_layer + logits
     return Memory(shard, PARAM_BYTES * p / shard, GRAD_BYTES * p / shard,
-                  OPTIM_BYTES * p / shard, gathered, float(full), float(ac))
+                  OPTIM_BYTES * p / shard, gathered, float(ROOT_BYTES * shape.root_params),
+                  float(full), float(ac))

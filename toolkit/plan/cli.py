@@ -121,6 +121,7 @@ def render_text(plan: dict[str, Any]) -> str:
               f"  {'shard size':22}{mem['fsdp']['shard_size']:>10}{mem['hsdp']['shard_size']:>10}"]
     labels = [("parameters", "parameters (fp32)"), ("gradients", "gradients (fp32)"),
               ("optimizer_state", "optimizer (AdamW)"), ("gathered_blocks", "gathered blocks"),
+              ("root_group", "root group (bf16)"),
               ("activations_no_ac", "activations, no AC"), ("activations_ac", "activations, AC")]
     for key, label in labels:
         lines.append(f"  {label:22}{mem['fsdp']['gib'][key]:>10,.1f}"

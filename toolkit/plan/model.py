@@ -7,7 +7,8 @@ FLOPs per token follow torchtitan, as ``benchmarks.fsdp.metrics.flops_per_token`
 ``6·N + 12·L·H·d_head·T`` with N the parameters without the input embedding. GPU-hours are
 ``FLOPs / (peak × MFU)``. Memory per GPU is the FSDP2 layout of ``pctk bench fsdp``:
 fp32 parameters, fp32 gradients and AdamW's two fp32 moments sharded over the shard group,
-bf16 compute copies of the blocks being gathered, bf16 activations (see :func:`memory`).
+bf16 compute copies of the blocks being gathered, the root group kept whole, bf16 activations
+(see :func:`memory`).
 """
 
 from __future__ import annotations
