@@ -257,3 +257,34 @@ def test_an_expired_price_is_not_printed_as_a_cost_and_a_shard_keeps_nodes_whole
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--shard-size 26 splits a node of 8 GPUs" in err
+
+
+def test_two_records_that_both_give_an_mfu_are_refused_in_one_line(capsys, tmp_path):
+    """The MFU came from the last FSDP record and the instance type from the first: an A100's
+    plan at an H100's MFU, without a note. One record gives each figure."""
+    a100 = fsdp_record(mfu=0.52, name="train-a100")
+    a100["cluster"].update(twin=False, instance_type="p4d.24xlarge")
+    h100 = fsdp_record(mfu=0.34)
+    h100["cluster"]["twin"] = False
+    storage = [new_record("storage", metrics={"ckpt_write": {"mb_per_s": rate}}, status="PASS",
+                          cluster={"instance_type": "p5.48xlarge", "twin": False})
+               for rate in (25_000.0, 9_000.0)]
+    db = tmp_path / "results.db"
+    with ResultStore(db) as store:
+        ids = [store.add(r) for r in (a100, h100, *storage)]
+    code = main(["plan", "--model", "8b", "--tokens", "1T", "--db", str(db),
+                 "--from-record", ids[0], "--from-record", ids[1]])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert ids[0][:12] in err and ids[1][:12] in err and "pass one FSDP record" in err
+    code = main(["plan", "--model", "8b", "--tokens", "1T", "--db", str(db),
+                 "--from-record", ids[2], "--from-record", ids[3]])
+    err = capsys.readouterr().err
+    assert code == 2 and "pass one storage record" in err, err
+    # one of each: the MFU and instance type of the FSDP record, the storage record's rate
+    code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--db", str(db),
+                       "--from-record", ids[0], "--from-record", ids[2])
+    assert code == 0
+    assert plan["inputs"]["mfu"]["value"] == 0.52
+    assert plan["inputs"]["instance_type"]["value"] == "p4d.24xlarge"
+    assert plan["inputs"]["checkpoint_write_gb_per_s"]["value"] == 25.0

@@ -309,9 +309,15 @@ class Measured:
     warnings: list[str] = field(default_factory=list)
 
 
+STORAGE_RATE = "ckpt_write phase, all nodes together"
+
+
 def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = None) -> Measured:
     """MFU and checkpoint throughput from FSDP and storage records; twin records are named
-    and set aside: a CPU on the twin says nothing about a GPU or a file system."""
+    and set aside: a CPU on the twin says nothing about a GPU or a file system. One record
+    gives each figure: two FSDP records with an MFU, or two storage records, are refused (the
+    MFU of one would be planned on the instance type of the other). A storage record's rate
+    wins over an FSDP record's checkpoint saves."""
     out = Measured()
     for rec in records:
         kind = rec.get("kind")
@@ -329,6 +335,10 @@ def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = No
         if kind == "fsdp":
             mfu = metrics.get("mfu")
             if isinstance(mfu, (int, float)) and 0 < mfu <= 1:
+                if out.mfu_record:
+                    raise PlanError(
+                        f"{out.mfu_record} and {name} both give an MFU: pass one FSDP record "
+                        "(with a storage record for the checkpoint rate, if you like)")
                 params = rec.get("params") or {}
                 out.mfu = float(mfu)
                 out.mfu_source = (f"{name}: measured on {params.get('world_size', '?')} GPUs "
@@ -340,7 +350,7 @@ def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = No
                 seq = params.get("seq_len")
                 out.seq_len = seq if isinstance(seq, int) and not isinstance(seq, bool) \
                     and seq > 0 else None
-                out.instance_type = out.instance_type or itype
+                out.instance_type = itype
             else:
                 out.warnings.append(f"{name} has no MFU (no known GPU peak): not used")
             saves: list[float] = [
@@ -354,8 +364,11 @@ def read_records(records: tuple[dict[str, Any], ...], gpu_model: str | None = No
             phase = metrics.get("ckpt_write") or {}
             rate = phase.get("mb_per_s") if isinstance(phase, dict) else None
             if isinstance(rate, (int, float)) and rate > 0:
+                if out.ckpt_source.endswith(STORAGE_RATE):
+                    raise PlanError(f"{out.ckpt_source.split(':')[0]} and {name} both give a "
+                                    "checkpoint rate: pass one storage record")
                 out.ckpt_gbps = rate / 1000
-                out.ckpt_source = f"{name}: ckpt_write phase, all nodes together"
+                out.ckpt_source = f"{name}: {STORAGE_RATE}"
             else:
                 out.warnings.append(f"{name} has no ckpt_write throughput: not used")
     return out
