@@ -177,6 +177,10 @@ def test_summary_shows_both_memory_peaks_and_a_non_bf16_mfu_label() -> None:
     assert table["MFU"] == "34.0% (float32 peak)"
     rec["metrics"]["mfu_dtype"] = "bfloat16"
     assert dict(summary_rows(rec))["MFU"] == "34.0%"
+    rec["metrics"]["mfu_dtype"] = "float8"
+    assert dict(summary_rows(rec))["MFU"] == (
+        "34.0% (every FLOP against the float8 dense peak; attention and the output head run "
+        "in bf16, so a mixed peak would give more)")
 
 
 def test_summary_of_a_cpu_run_names_no_reserved_memory() -> None:

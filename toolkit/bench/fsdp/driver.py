@@ -370,6 +370,18 @@ def wait(job_id: str, timeout: float | None, poll: float = 5.0, quiet: bool = Fa
                               progress.update(f"job {job_id}: {state}"))
 
 
+def _mfu_basis(m: dict[str, Any]) -> str:
+    """What an MFU that is not against the bf16 peak is against: a float8 run's FLOPs all
+    count against the dense fp8 peak, though attention and the output head run in bf16."""
+    dtype = m.get("mfu_dtype", "bfloat16")
+    if m.get("mfu") is None or dtype == "bfloat16":
+        return ""
+    if dtype == "float8":
+        return (" (every FLOP against the float8 dense peak; attention and the output head run "
+                "in bf16, so a mixed peak would give more)")
+    return f" ({dtype} peak)"
+
+
 def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
     p, m = rec["params"], rec["metrics"]
 
@@ -388,8 +400,7 @@ def summary_rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
         *workload_rows(p, m),
         ("tokens/s per GPU", num("tokens_per_s_per_gpu", ",.0f")),
         ("TFLOPs per GPU", num("tflops_per_gpu", ".1f")),
-        ("MFU", num("mfu", ".1%") + (f" ({m['mfu_dtype']} peak)" if m.get("mfu") is not None
-                                       and m.get("mfu_dtype", "bfloat16") != "bfloat16" else "")),
+        ("MFU", num("mfu", ".1%") + _mfu_basis(m)),
         ("step time p50 / p90", f"{num('step_time_p50_s', '.3f')} / "
                                 f"{num('step_time_p90_s', '.3f')} s"),
         ("peak memory", _memory_line(m)),
