@@ -10,6 +10,7 @@ at the top or inside a function):
     results   toolkit/results/           (the store, comparisons, the report)
     observe   toolkit/observe/           (Prometheus, Grafana, the collector)
     plan      toolkit/plan/              (the capacity planner: reads results, writes configs)
+    api       toolkit/api/               (the long commands from Python: what the CLI calls)
     cli       toolkit/cli.py, toolkit/demo.py and every command module (*/cli.py, *_cli.py)
 
 A module imports its own package or a lower layer, never a higher one; command modules sit
@@ -32,9 +33,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("base", "config", "local", "submit", "bench", "health", "results", "observe", "plan",
-          "cli")
+          "api", "cli")
 PACKAGE_LAYER = {"config": "config", "local": "local", "submit": "submit", "bench": "bench",
-                 "health": "health", "results": "results", "observe": "observe", "plan": "plan"}
+                 "health": "health", "results": "results", "observe": "observe", "plan": "plan",
+                 "api": "api"}
 TOP_CLI = {"toolkit.cli", "toolkit.demo"}
 # the modules of an import circle that stays (sorted), with its reason
 ALLOWED_CYCLES: dict[tuple[str, ...], str] = {

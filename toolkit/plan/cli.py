@@ -2,53 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from toolkit.api.planning import plan as api_plan
 from toolkit.cliopts import DbOption
 from toolkit.cliout import FAILED, JsonOption, emit_json, exit_with
-from toolkit.config.model import load_topology
-from toolkit.errors import PctkError
-from toolkit.fsutil import atomic_write_text
-from toolkit.paths import resolve_config
-from toolkit.plan import emit
 from toolkit.plan.limits import tokens_text
-from toolkit.plan.model import PlanError
-from toolkit.plan.planner import Request, make_plan
-
-_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
-_NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?)\s*([kmbgtp]?)\s*$",
-                     re.IGNORECASE)
-
-
-def parse_amount(text: str, flag: str) -> float:
-    """``15T``, ``1.4e12``, ``8B``, ``2.5M`` -> float; anything else is a one-line error."""
-    match = _NUMBER.match(text.replace(",", "").replace("_", ""))
-    if not match:
-        raise PlanError(f"{flag} {text!r} is not a number", "write e.g. 15T, 1.4e12 or 8B")
-    value = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
-    if not math.isfinite(value):
-        raise PlanError(f"{flag} {text!r} is not a finite number")
-    return value
-
-
-def _amount(text: str | None, flag: str) -> float | None:
-    return None if text is None else parse_amount(text, flag)
-
-
-def parse_usd(text: str, flag: str = "--budget") -> float:
-    """``$500,000``, ``500k``, ``1.2M``, ``250000`` -> US dollars; else a one-line error."""
-    number = text.strip()
-    number = number[1:] if number.startswith("$") else number
-    try:
-        return parse_amount(number, flag)
-    except PlanError:
-        raise PlanError(f"{flag} {text!r} is not an amount of US dollars",
-                        "write e.g. 500000, $500,000, 500k or 1.2M") from None
 
 
 def _gib(x: float) -> str:
@@ -162,16 +124,6 @@ def render_text(plan: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _load_records(refs: list[str], db: Path | None) -> list[dict[str, Any]]:
-    if not refs:
-        return []
-    from toolkit.results.ingest import record_from
-    from toolkit.results.store import ResultStore
-
-    with ResultStore(db, writer=False) as store:
-        return [record_from(ref, store) for ref in refs]
-
-
 def plan_command(
     model: Annotated[str | None, typer.Option(
         "--model", help="FSDP benchmark preset (tiny, small, 1b, 8b, 70b). Default 8b.")] = None,
@@ -253,36 +205,17 @@ def plan_command(
     bound. Exit 0 when the plan fits in memory, 1 when it does not (or the emitted config
     fails `pctk config check`), 2 for impossible input.
     """
-    try:
-        req = Request(
-            model=model, params=_amount(params, "--params"), layers=layers, dim=dim,
-            heads=heads, kv_heads=kv_heads, ffn_dim=ffn_dim, vocab=vocab, seq_len=seq_len,
-            tokens=_amount(tokens, "--tokens"), flops=_amount(flops, "--flops"),
-            chinchilla=chinchilla, instance_type=instance_type, gpu=gpu, gpus=gpus,
-            nodes=nodes, days=days, budget=None if budget is None else parse_usd(budget),
-            mfu=mfu,
-            records=tuple(_load_records(from_record or [], db)),
-            node_mtbf_hours=node_mtbf_hours, restart_minutes=restart_minutes,
-            ckpt_gbps=ckpt_gbps, micro_batch=micro_batch, strategy=strategy.lower(),
-            shard_size=shard_size, ac=ac, fsx_capacity_gib=fsx_capacity_gib,
-            max_batch_tokens=_amount(max_batch_tokens, "--max-batch-tokens"),
-            cluster=None if config is None else load_topology(resolve_config(config)),
-            queue=queue)
-        plan = make_plan(req)
-        emitted: dict[str, Any] | None = None
-        if emit_config is not None:
-            spec = emit.plan_spec(plan, name=name,
-                                  capacity_reservation_id=capacity_reservation_id)
-            text, report = emit.render_and_check(spec, str(emit_config))
-            written = report.exit_code == 0
-            if written:
-                atomic_write_text(emit_config, text)
-            emitted = {"file": str(emit_config), "written": written,
-                       "check": report.to_json()}
-    except PlanError as exc:
-        raise PctkError(*exc.args) from None
-    if emitted is not None:
-        plan["emit_config"] = emitted
+    plan = api_plan(
+        model=model, params=params, layers=layers, dim=dim, heads=heads, kv_heads=kv_heads,
+        ffn_dim=ffn_dim, vocab=vocab, seq_len=seq_len, tokens=tokens, flops=flops,
+        chinchilla=chinchilla, instance_type=instance_type, gpu=gpu, gpus=gpus,
+        nodes=nodes, days=days, budget=budget, mfu=mfu, from_record=from_record or [],
+        node_mtbf_hours=node_mtbf_hours, restart_minutes=restart_minutes,
+        ckpt_gbps=ckpt_gbps, micro_batch=micro_batch, strategy=strategy,
+        shard_size=shard_size, ac=ac, fsx_capacity_gib=fsx_capacity_gib, config=config,
+        queue=queue, max_batch_tokens=max_batch_tokens, emit_config=emit_config,
+        name=name, capacity_reservation_id=capacity_reservation_id, db=db)
+    emitted: dict[str, Any] | None = plan.get("emit_config")
     if as_json:
         emit_json(plan)
     else:

@@ -63,15 +63,37 @@ def stop_signals_interrupt() -> Iterator[None]:
             signal.signal(stop, handler)
 
 
+class StoppedWaiting(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, SIGHUP) while a long run waited: ``job_ids`` are the jobs it
+    submitted that are still queued or running, and its message says how to cancel them."""
+
+    def __init__(self, job_ids: list[str]) -> None:
+        self.job_ids = job_ids
+        super().__init__(stopped_message(job_ids).removeprefix("pctk: "))
+
+
 @contextmanager
-def long_command() -> Iterator[None]:
-    """Find the cluster, then run the body; on Ctrl-C, SIGTERM or SIGHUP say which jobs keep
-    running and exit 130."""
+def long_run() -> Iterator[None]:
+    """What every long run does, from Python or the CLI: find the cluster, run the body, and
+    turn Ctrl-C, SIGTERM or SIGHUP into :class:`StoppedWaiting`, naming the jobs it
+    submitted that keep running (a notebook's interrupt names them too)."""
     use_running_twin()
     first = len(slurm.SUBMITTED)
     try:
         with stop_signals_interrupt():
             yield
+    except StoppedWaiting:
+        raise
     except KeyboardInterrupt:
-        print(stopped_message(still_queued(slurm.SUBMITTED[first:])), file=sys.stderr)
+        raise StoppedWaiting(still_queued(slurm.SUBMITTED[first:])) from None
+
+
+@contextmanager
+def long_command() -> Iterator[None]:
+    """:func:`long_run` for a command: on a stop, print which jobs keep running and exit 130."""
+    try:
+        with long_run():
+            yield
+    except StoppedWaiting as stop:
+        print(stopped_message(stop.job_ids), file=sys.stderr)
         raise typer.Exit(INTERRUPTED) from None

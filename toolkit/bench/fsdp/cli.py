@@ -15,7 +15,8 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from benchmarks.fsdp.config import PRESETS, TrainConfig, settings
+from benchmarks.fsdp.config import settings
+from toolkit.api import training as api
 from toolkit.bench import job_cli
 from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
@@ -24,20 +25,7 @@ from toolkit.submit.longrun import long_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 TRAIN_PANEL = "Training (benchmarks.fsdp.train)"
-# TrainConfig fields offered here, in --help order, and where the driver's default or help
-# differs from the node's
-TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac",
-                 "compile", "hsdp", "peak_tflops", "probe_matmuls")
-DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "model": {"default": None, "help": f"Shape preset: {', '.join(PRESETS)} [8b on GPU nodes, "
-              "tiny on nodes without GPUs (the partition's nodes as Slurm has them)]."},
-    "steps": {"default": 50},
-    "seq_len": {"default": None, "help": "Tokens per sequence (on GPUs chosen on the node from "
-                "the shape and the GPU memory; "
-                + ", ".join(f"{m} {n}" for m, n in driver.DEFAULT_SEQ_LEN.items()) + ")."},
-    "peak_tflops": {"help": "Dense bf16 peak per GPU (default: from --instance-type, else "
-                            "from the GPU name on the node)."},
-}
+TRAIN_OPTIONS, DRIVER_DEFAULTS = driver.TRAIN_OPTIONS, driver.DRIVER_DEFAULTS
 
 
 def train_options(names: Sequence[str], overrides: Mapping[str, Mapping[str, Any]],
@@ -110,14 +98,14 @@ def fsdp_command(
     --workload sft: packed chat samples; tokens/s and MFU on real tokens, padding saved.
     --workload rl: a GRPO-style loop, time per phase (generation, reward, training, sync)."""
     with long_command():
-        seq_len = train.pop("seq_len")
-        job = driver.plan(TrainConfig(**train), nodes=nodes, batch_per_gpu=batch_per_gpu,
-                          seq_len=seq_len, partition=partition, instance_type=instance_type,
-                          tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
-                          launcher=launcher, time_limit=time_limit, run_dir=run_dir)
+        job = api.fsdp_job(nodes, batch_per_gpu=batch_per_gpu, partition=partition,
+                           instance_type=instance_type, tasks_per_node=tasks_per_node,
+                           gpus_per_node=gpus_per_node, launcher=launcher,
+                           time_limit=time_limit, run_dir=run_dir, **train)
         if dry_run:
             typer.echo(driver.render_sbatch(job), nl=False)
             return
-        done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json)
-        job_cli.finish(job, done, title="pctk bench fsdp", rows=driver.summary_rows,
-                       as_json=as_json, store=store, db=db)
+        done = api.run_fsdp(job, wait=wait_, timeout=timeout, progress=not as_json,
+                            store=False)
+    job_cli.finish(job, done, title="pctk bench fsdp", rows=driver.summary_rows,
+                   as_json=as_json, store=store, db=db)

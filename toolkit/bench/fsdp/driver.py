@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fsdp.chatdata import read_conversations
-from benchmarks.fsdp.config import PRESETS, TrainConfig, to_argv
+from benchmarks.fsdp.config import PRESETS, TrainConfig, settings, to_argv
 from benchmarks.fsdp.defaults import gpu_defaults
 from benchmarks.fsdp.stragglers import compute_straggler, describe_compute
 from benchmarks.fsdp.stragglers import describe as describe_stragglers
@@ -41,6 +41,38 @@ REPO = code_root()
 LAUNCHERS = ("srun", "torchrun")
 # long sequences only for the real Llama shapes; the small ones are for CPUs and the twin
 DEFAULT_SEQ_LEN = {"tiny": 64, "small": 256}
+# The TrainConfig fields ``pctk bench fsdp`` and ``bench scaling`` offer as options (the Python
+# API, toolkit.api, takes them by the same names), in --help order, and where the driver's
+# default or help differs from the node's.
+TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac",
+                 "compile", "hsdp", "peak_tflops", "probe_matmuls")
+DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "model": {"default": None, "help": f"Shape preset: {', '.join(PRESETS)} [8b on GPU nodes, "
+              "tiny on nodes without GPUs (the partition's nodes as Slurm has them)]."},
+    "steps": {"default": 50},
+    "seq_len": {"default": None, "help": "Tokens per sequence (on GPUs chosen on the node from "
+                "the shape and the GPU memory; "
+                + ", ".join(f"{m} {n}" for m, n in DEFAULT_SEQ_LEN.items()) + ")."},
+    "peak_tflops": {"help": "Dense bf16 peak per GPU (default: from --instance-type, else "
+                            "from the GPU name on the node)."},
+}
+
+
+def train_settings(**given: Any) -> tuple[TrainConfig, int | None]:
+    """The training settings of a run from the :data:`TRAIN_OPTIONS` given by name (a
+    command's or a Python caller's), the driver's defaults for the others; and the sequence
+    length (None: chosen for the nodes). Another TrainConfig field would not reach the nodes:
+    it is refused."""
+    spec = settings()
+    unknown = sorted(set(given) - set(TRAIN_OPTIONS))
+    if unknown:
+        raise PctkError(f"unknown training option(s): {', '.join(unknown)}",
+                        f"the training options are {', '.join(TRAIN_OPTIONS)}")
+    values = {n: DRIVER_DEFAULTS.get(n, {}).get("default", spec[n].default)
+              for n in TRAIN_OPTIONS}
+    values.update(given)
+    seq_len = values.pop("seq_len")
+    return TrainConfig(**values), seq_len
 # TrainConfig fields every job passes, in this order; checkpoints only when asked for
 JOB_SETTINGS = ("model", "steps", "batch_size", "seq_len", "out")
 CKPT_SETTINGS = ("ckpt_dir", "ckpt_every")

@@ -5,7 +5,6 @@ The training options are the same TrainConfig-derived ones ``pctk bench fsdp`` o
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,8 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.fsdp.config import TrainConfig
-from benchmarks.record import write_record
+from toolkit.api import training as api
 from toolkit.bench.fsdp.cli import (
     DRIVER_DEFAULTS,
     TRAIN_OPTIONS,
@@ -26,12 +24,8 @@ from toolkit.bench.scaling import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
-from toolkit.errors import PctkError
 from toolkit.results.diagnose import BOTTLENECKS, verdict_lines
-from toolkit.results.ingest import store_finished_runs
 from toolkit.results.nextstep import next_step
-from toolkit.results.scaling import scaling_record, study
-from toolkit.results.store import ResultStore
 from toolkit.submit.longrun import long_command
 
 
@@ -62,57 +56,27 @@ def scaling_command(
     **train: Any,
 ) -> None:
     """FSDP scaling study: the benchmark at several node counts, a prediction and a diagnosis."""
-    seq_len = train.pop("seq_len")
-    job = driver.plan(TrainConfig(**train), sizes=driver.parse_sizes(nodes), strong=strong,
-                      batch_per_gpu=batch_per_gpu, run_dir=run_dir, seq_len=seq_len,
-                      partition=partition, instance_type=instance_type,
-                      tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
-                      launcher=launcher, time_limit=time_limit)
+    job = api.scaling_job(nodes, strong=strong, batch_per_gpu=batch_per_gpu,
+                          partition=partition, instance_type=instance_type,
+                          tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
+                          launcher=launcher, time_limit=time_limit, run_dir=run_dir, **train)
     if dry_run:
         typer.echo(driver.render_sbatch(job), nl=False)
         return
     with long_command():
-        done = driver.run(job, timeout=timeout, quiet=as_json)
-    # the study and its plots are written to the run folder first: a results database that
-    # cannot be written (or read) loses nothing, and says how to store the records later
-    rec, plots = summarise(job, done.records, db, store)
-    write_record(job.record_path, rec)
-    if store:
-        store_finished_runs([*(size.record_path for size in job.jobs
-                               if size.nodes not in done.missing), job.record_path], db)
+        done = api.run_scaling(job, timeout=timeout, progress=not as_json, store=store, db=db)
+    rec = done.record
     if as_json:
         emit_json({"record": rec, "job_id": done.job_id, "missing_sizes": done.missing,
-                   "plots": [str(p) for p in plots], "bottlenecks": list(BOTTLENECKS)})
+                   "plots": [str(p) for p in done.plots], "bottlenecks": list(BOTTLENECKS)})
     else:
         print_study(rec)
         for n in done.missing:
             typer.echo(f"{n} node(s): no record (see {job.run_dir / f'slurm-{done.job_id}.out'})")
         typer.echo(f"record: {job.record_path}\nplots: "
-                   + ", ".join(str(p) for p in plots))
+                   + ", ".join(str(p) for p in done.plots))
         typer.echo(next_step(rec))
-    fail_if(rec["verdict"]["status"] == "FAIL" or bool(done.missing))
-
-
-def summarise(job: driver.ScalingJob, records: list[dict[str, Any]], db: Path | None,
-              use_store: bool) -> tuple[dict[str, Any], list[Path]]:
-    """The study (prediction and diagnosis per size, against the store's busbw records when
-    it is used), its record and its PNGs."""
-    from toolkit.results import plots  # matplotlib
-
-    reader = None
-    if use_store:
-        try:
-            reader = ResultStore(db, writer=False)
-        except PctkError as exc:  # the study goes on without them, as with --no-store
-            print(f"pctk: warning: no stored busbw records for the prediction "
-                  f"({exc.one_line()})", file=sys.stderr)
-    try:
-        result = study(records, strong=job.strong, store=reader)
-    finally:
-        if reader is not None:
-            reader.close()
-    scaling = scaling_record(records, result, driver.study_params(job, records, result["mode"]))
-    return scaling, plots.write_scaling_pngs(scaling, job.run_dir)
+    fail_if(done.failed)
 
 
 def _pct(value: float | None) -> str:
