@@ -10,6 +10,7 @@ import pytest
 from nbclient import NotebookClient
 
 from toolkit.local.twin import Twin
+from toolkit.results.store import ResultStore
 
 pytestmark = pytest.mark.twin
 
@@ -121,3 +122,34 @@ def _run(cwd: Path) -> tuple[nbformat.NotebookNode, str]:
         for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
     )
     return nb, outputs
+
+
+STUDY_NOTEBOOK = NOTEBOOK.parent / "scaling_and_plan.ipynb"
+
+
+def test_notebook_runs_a_scaling_study_and_a_plan_from_python(twin, tmp_path, monkeypatch):
+    """examples/scaling_and_plan.ipynb top to bottom: the study stores its three records in
+    the results database (the test's own), draws its plots, and the plan reads one of them.
+    The notebook is kept without outputs."""
+    saved = nbformat.read(STUDY_NOTEBOOK, as_version=4)
+    assert all(not c.get("outputs") for c in saved.cells if c.cell_type == "code")
+    monkeypatch.setenv("PCTK_NOTEBOOK_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("PCTK_RESULTS_DB", str(tmp_path / "results.db"))
+    client = NotebookClient(saved, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    outputs = "".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+        for cell in saved.cells if cell.cell_type == "code" for o in cell.get("outputs", []))
+    errors = [o for cell in saved.cells for o in cell.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert errors == [], errors
+    assert "bottleneck: twin-shared-cpu" in outputs
+    assert "1 node(s):" in outputs and "2 node(s):" in outputs
+    assert "stored: 3 records" in outputs
+    assert any("image/png" in o.get("data", {}) for cell in saved.cells
+               for o in cell.get("outputs", []))
+    assert "recommend 130 nodes: the fewest nodes that finish within --days 30" in outputs
+    assert "local twin" in outputs  # the plan set the twin's MFU aside and said so
+    with ResultStore(tmp_path / "results.db", writer=False) as store:
+        assert sorted(r["kind"] for r in store.list()) == ["fsdp", "fsdp", "scaling"]
