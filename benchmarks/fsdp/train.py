@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from benchmarks import distenv, record
+from benchmarks import distenv, faultpoints, record
 from benchmarks.fsdp import breakdown, checkpoint, defaults, sft, stragglers
 from benchmarks.fsdp.config import RL_REWARDED_SHARE, TrainConfig, parse_config
 from benchmarks.fsdp.data import DataError, FileBatches, SyntheticBatches, TokenBatches
@@ -37,10 +37,6 @@ from benchmarks.fsdp.optim import build_optimizer
 from benchmarks.fsdp.parallelize import build_mesh, compute_dtype, materialise, parallelize
 from benchmarks.fsdp.peaks import peak_tflops_for
 
-# test-only hooks, honoured only by a run that did not resume: right after this step (and its
-# checkpoint) exit hard, or sleep so a test can requeue the job from outside
-CRASH_ENV = "PCTK_FSDP_CRASH_AT_STEP"
-HOLD_ENV = "PCTK_FSDP_HOLD_AFTER_STEP"
 # test-only: give the default process group gloo bound ONLY to this device type (e.g. cuda), as
 # NCCL binds only cuda on a GPU node, and the training mesh groups gloo on the cpu. Any
 # collective that is not over the mesh on the training device then fails as it would on GPUs:
@@ -398,11 +394,12 @@ def _scalar(value: torch.Tensor | float) -> float:
 
 
 def _test_hooks(step: int) -> None:
-    if step == int(os.environ.get(CRASH_ENV) or 0):
-        print(f"{CRASH_ENV}={step}: exiting hard", flush=True)
+    """benchmarks.faultpoints: fsdp-crash-at-step, fsdp-hold-after-step."""
+    if step == faultpoints.number("fsdp-crash-at-step"):
+        print(f"fault point fsdp-crash-at-step={step}: exiting hard", flush=True)
         os._exit(17)
-    if step == int(os.environ.get(HOLD_ENV) or 0):
-        log(f"{HOLD_ENV}={step}: holding for up to 10 minutes")
+    if step == faultpoints.number("fsdp-hold-after-step"):
+        log(f"fault point fsdp-hold-after-step={step}: holding for up to 10 minutes")
         time.sleep(600)
 
 

@@ -26,11 +26,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import faultpoints
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.inference import roofline
 from benchmarks.record import atomic_write_text, new_record, write_record
-
-STOP_AFTER_ENV = "PCTK_INFERENCE_HOLD"  # tests: sleep this many seconds before measuring
 
 
 def _ints(text: str) -> list[int]:
@@ -181,7 +180,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     def prompt(batch: int, length: int) -> torch.Tensor:
         return torch.randint(0, shape.vocab_size, (batch, length), device=device, generator=gen)
 
-    if hold := float(os.environ.get(STOP_AFTER_ENV, "0") or 0):
+    if hold := faultpoints.number("inference-hold-s"):
         progress(f"holding {hold:.0f}s before measuring")
         time.sleep(hold)
     out: dict[str, Any] = {"device": device.type, "dtype": str(dtype).removeprefix("torch."),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.fsdp.train import CRASH_ENV
+from benchmarks.faultpoints import FAULT_ENV
 from tests.twinutil import STALE_LAUNCHER
 from toolkit.bench.fsdp.driver import FsdpJob, render_sbatch, summary_rows
 from toolkit.cli import app, main
@@ -154,7 +154,8 @@ def test_a_refused_job_is_told_what_its_partition_has(twin, tmp_path: Path,
 def test_job_that_dies_without_a_record_is_an_error(twin, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(CRASH_ENV, "2")  # sbatch exports it: the job exits hard at step 2
+    # sbatch exports it: the job exits hard at step 2
+    monkeypatch.setenv(FAULT_ENV, "fsdp-crash-at-step=2")
     run_dir = tmp_path / "run"
     code = main(["bench", "fsdp", "--model", "tiny", "--partition", "cpu", "--nodes", "1",
                  "--tasks-per-node", "1", "--gpus-per-node", "0", "--steps", "5",

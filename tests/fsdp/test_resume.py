@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.faultpoints import FAULT_ENV
 from benchmarks.fsdp.checkpoint import MARKER, complete_steps, step_dir
-from benchmarks.fsdp.train import CRASH_ENV
 from tests.fsdp.fsdp_launch import TINY, run_ranks
 
 ARGS = [*TINY, "--steps", "10", "--ckpt-every", "5", "--warmup-steps", "3"]
@@ -26,7 +26,7 @@ def test_killed_run_resumes_the_loss_curve(tmp_path: Path, uninterrupted: dict[i
                                            restart_world: int) -> None:
     ckpt = tmp_path / "ckpt"
     crashed = run_ranks(2, [*ARGS, "--ckpt-dir", str(ckpt)], tmp_path / "crashed.json",
-                        extra_env={CRASH_ENV: "7"})
+                        extra_env={FAULT_ENV: "fsdp-crash-at-step=7"})
     assert crashed.returncodes == [17, 17], crashed.output
     assert crashed.record is None
     assert complete_steps(ckpt) == [5]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.faultpoints import setting
 from benchmarks.fsdp.checkpoint import MARKER, step_dir
-from benchmarks.fsdp.train import HOLD_ENV
 from tests.fsdp.fsdp_launch import REPO, TINY, unsharded_reference
 
 pytestmark = pytest.mark.twin
@@ -51,10 +51,11 @@ def test_four_nodes_match_one_unsharded_process(twin, tmp_path: Path) -> None:
 def test_requeue_after_checkpoint_continues_the_loss_curve(twin, tmp_path: Path) -> None:
     # the first run holds after step 7 (its step-5 checkpoint is sealed) until requeued;
     # the requeued run resumed from a checkpoint, so it does not hold
-    script = train_script(tmp_path, 10, env=f"{HOLD_ENV}=7")
+    script = train_script(tmp_path, 10, env=setting(fsdp_hold_after_step=7))
     job_id, out = twin.sbatch(script, *NODES, "--requeue", "--open-mode=append")
     deadline = time.monotonic() + 120
-    while f"{HOLD_ENV}=7: holding" not in (out.read_text() if out.exists() else ""):
+    held = "fault point fsdp-hold-after-step=7: holding"
+    while held not in (out.read_text() if out.exists() else ""):
         assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
         assert not twin.state(job_id).startswith(("COMPLETED", "FAILED", "CANCELLED"))
         time.sleep(0.5)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.inference.bench import STOP_AFTER_ENV
+from benchmarks.faultpoints import FAULT_ENV
 from tests.twinutil import STALE_LAUNCHER
 from toolkit.bench.inference.driver import summary_rows
 from toolkit.cli import app, main
@@ -112,7 +112,7 @@ def test_two_nodes_measured_merged_and_stored(twin, tmp_path: Path,
 
 @pytest.mark.twin
 def test_ctrl_c_names_the_job_that_keeps_running(twin, tmp_path: Path) -> None:
-    env = {**__import__("os").environ, STOP_AFTER_ENV: "300", "OMP_NUM_THREADS": "1"}
+    env = {**__import__("os").environ, FAULT_ENV: "inference-hold-s=300", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([PCTK, "bench", "inference", *TWIN_ARGS, "--run-dir",
                              str(tmp_path), "--timeout", "600", "--no-store"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
