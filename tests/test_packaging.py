@@ -34,6 +34,11 @@ def test_wheel_holds_the_presets_and_batch_scripts(wheel: Path) -> None:
     for preset in (REPO / "cluster-configs").glob("*.yaml"):
         assert f"toolkit/_presets/{preset.name}" in names
     assert "toolkit/observe/dashboard.json" in names
+    # the product, not the development harnesses that sit beside it in the repository
+    assert "benchmarks/fsdp/train.py" in names and "benchmarks/faultpoints.py" in names
+    harnesses = [n for n in names if n.startswith(("benchmarks/reference/",
+                                                    "benchmarks/gpu_check", "benchmarks/gpu_mfu"))]
+    assert harnesses == []
 
 
 def test_installed_package_finds_its_own_copies(wheel: Path, tmp_path: Path) -> None:
