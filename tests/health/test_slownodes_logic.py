@@ -329,3 +329,19 @@ def test_a_sweep_is_a_record_kept_in_the_results_history(tmp_path, capsys, monke
     assert [(r["id"], r["kind"]) for r in listed] == [(rec["id"], "slow-nodes")]
     from toolkit.results.metrics import headline
     assert headline(rec) == "median pair 1 GB/s; blamed n05"
+
+
+@pytest.mark.parametrize("slow", ["n01", "n02", "n03", "n04"])
+def test_a_node_2_5x_slow_among_four_is_named(slow):
+    """The figures of a 4-node twin sweep with one link shaped to 1600 Mbit/s: its pair ran at
+    0.181 GB/s, the other at 0.497. Against the mean of both pairs (their median) that was
+    0.53 x: "OK", exit 0. Against the other pair it is 0.36 x: a suspect, then confirmed with
+    two known-good partners."""
+    nodes = _nodes(4)
+    speed: dict[str, float | None] = dict.fromkeys(nodes, 0.497)
+    speed[slow] = 0.181
+    calls: list[list[tuple[str, str]]] = []
+    r = run_sweep(nodes, _measure(speed, calls))
+    assert r.blamed == [slow]
+    assert r.verdict_of(slow).verdict == SLOW and r.rounds == 3
+    assert all(r.verdict_of(n).verdict == OK for n in nodes if n != slow)

@@ -2,18 +2,17 @@
 
 One degraded node drags every collective to its speed, and a whole-cluster figure cannot
 say which. The sweep pairs the nodes (1-2, 3-4, ...) and runs a two-node bandwidth test on
-every pair at once (round 1). A pair below ``threshold`` x the median pair is slow; both of
-its nodes become suspects, and so does a node whose pair produced no figure. Each later
-round pairs every suspect with a node already measured fast (a known-good partner), all at
-once, so one round resolves as many suspects as there are good partners: a suspect that
-runs fast with a good partner was only paired with a slow node; one that is slow (or fails)
-with ``confirm`` (2) different good partners in turn is slow itself. Round 1 pairs are
-judged against round 1's median pair; retests against control pairs of good nodes run in
-the same round (the same load on a shared machine), so a noisy retest is not taken for a
-slow node. With s slow nodes among N the sweep takes 1 + confirm rounds while good
-partners suffice (3 for one slow node at any N; more when 2s approaches N/2), never more
-than ``max_rounds`` (default 1 + ceil(log2 N)); suspects still unresolved then are
-reported UNRESOLVED, not blamed.
+every pair at once (round 1). A pair below ``threshold`` x the median of the other pairs is
+slow; both of its nodes become suspects, and so does a node whose pair produced no figure.
+Each later round pairs every suspect with a node already measured fast (a known-good
+partner), all at once, so one round resolves as many suspects as there are good partners: a
+suspect that runs fast with a good partner was only paired with a slow node; one that is
+slow (or fails) with ``confirm`` (2) different good partners in turn is slow itself. Retests
+are judged against control pairs of good nodes run in the same round (the same load on a
+shared machine), so a noisy retest is not taken for a slow node. With s slow nodes among N
+the sweep takes 1 + confirm rounds while good partners suffice (3 for one slow node at any
+N; more when 2s approaches N/2), never more than ``max_rounds`` (default 1 + ceil(log2 N));
+suspects still unresolved then are reported UNRESOLVED, not blamed.
 
 Verdicts: each node's figure is the best bandwidth it reached in any pair (a good node
 paired with a slow one is judged by its fast retest); the report sets it against the
@@ -162,9 +161,12 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
                 lost.setdefault(n, r)
                 good.discard(n)
 
-    def median_pair() -> float | None:
-        # round 1 only: each node once; retests (mostly of slow nodes) would drag it down
-        figs = [p.gbps for p in pairs if p.gbps is not None and p.round == 1]
+    def median_pair(without: PairResult | None = None) -> float | None:
+        # round 1 only: each node once; retests (mostly of slow nodes) would drag it down.
+        # A pair is judged against the median of the *other* pairs: with two pairs the median
+        # of both is their mean, and a pair 2.5x slower than the other passed at 0.53 x it
+        figs = [p.gbps for p in pairs if p.gbps is not None and p.round == 1
+                and p is not without]
         return statistics.median(figs) if figs else None
 
     def is_fast(p: PairResult, ref: float | None) -> bool:
@@ -177,11 +179,16 @@ def run_sweep(nodes: Sequence[str], measure: Measure, *, threshold: float = 0.5,
     ref = median_pair()
     pending: list[str] = [live[-1]] if len(live) % 2 else []
     for p in pairs:
-        if is_fast(p, ref):
+        # one pair alone (two nodes) has no other to be judged against
+        if is_fast(p, median_pair(without=p) if len(pairs) > 1 else ref):
             good.update(p.nodes)
         else:
             slow_pairs.append(p)
             pending += [n for n in p.nodes if n not in lost]
+    # from here on the reference is what the good pairs reached: the slow pairs' figures
+    # would pull it down to where a slow retest passes
+    fast = [p.gbps for p in pairs if p not in slow_pairs and p.gbps is not None]
+    ref = statistics.median(fast) if fast else ref
     resolved: dict[str, tuple[str, list[PairResult]]] = {}  # node -> (SLOW|FAIL, evidence)
     strikes: dict[str, list[PairResult]] = {}  # slow or failed with a known-good partner
     rounds = 1
