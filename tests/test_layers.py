@@ -11,14 +11,18 @@ at the top or inside a function):
     observe   toolkit/observe/           (Prometheus, Grafana, the collector)
     plan      toolkit/plan/              (the capacity planner: reads results, writes configs)
     api       toolkit/api/               (the long commands from Python: what the CLI calls)
-    cli       toolkit/cli.py, toolkit/demo.py and every command module (*/cli.py, *_cli.py)
+    cli       toolkit/cli.py, toolkit/demo.py, toolkit/commands/, each package's cli.py and
+              every module a command table loads (``"toolkit.catalog_cli:app"``)
 
-A module imports its own package or a lower layer, never a higher one; command modules sit
-on top and nothing below imports them. A module loaded by name with ``importlib`` counts as
-an import of it: a lazy command's ``"toolkit.x.cli:attr"`` and the values of a ``_LAZY``
-table (``toolkit.submit``). A module named only to run it as a program (``python -m``) is no
-import. ``benchmarks/`` (the node side) imports no toolkit
-module at all. No two modules import each other, directly or round a longer circle.
+A module's layer is its package's (a module directly under ``toolkit/`` is base), not a
+name it happens to end with: a helper named ``*_cli.py`` that no command table loads sits in
+its package's layer. A module imports its own package or a lower layer, never a higher one;
+command modules sit on top and nothing below imports them. A module loaded by name counts as
+an import of it: a lazy command's ``"toolkit.x.cli:attr"``, the values of a ``_LAZY`` table
+(``toolkit.submit``), and ``importlib.import_module("...")`` or ``__import__("...")`` with a
+literal name. A module named only to run it as a program (``python -m``) is no import.
+``benchmarks/`` (the node side) imports no toolkit module at all. No two modules import each
+other, directly or round a longer circle.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ LAYERS = ("base", "config", "local", "submit", "bench", "health", "results", "ob
           "api", "cli")
 PACKAGE_LAYER = {"config": "config", "local": "local", "submit": "submit", "bench": "bench",
                  "health": "health", "results": "results", "observe": "observe", "plan": "plan",
-                 "api": "api"}
+                 "api": "api", "commands": "cli"}
 TOP_CLI = {"toolkit.cli", "toolkit.demo"}
 # the modules of an import circle that stays (sorted), with its reason
 ALLOWED_CYCLES: dict[tuple[str, ...], str] = {
@@ -70,9 +74,21 @@ def modules(top: str) -> dict[str, Path]:
 TOOLKIT = modules("toolkit")
 
 
+def command_modules() -> set[str]:
+    """The modules the command tables load by name (``"toolkit.x.y:attr"`` in toolkit/cli.py
+    and toolkit/bench/cli.py)."""
+    out = set()
+    for table in (ROOT / "toolkit" / "cli.py", ROOT / "toolkit" / "bench" / "cli.py"):
+        for node in ast.walk(ast.parse(table.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and (m := LAZY_TARGET.fullmatch(node.value)):
+                out.add(m.group(1))
+    return out
+
+
 def layer_of(mod: str) -> str:
     parts = mod.split(".")
-    if mod in TOP_CLI or parts[-1] == "cli" or parts[-1].endswith("_cli"):
+    if mod in TOP_CLI or parts[-1] == "cli" or mod in COMMAND_MODULES:
         return "cli"
     if len(parts) == 1 or (len(parts) == 2 and mod in TOOLKIT and
                            TOOLKIT[mod].name != "__init__.py"):
@@ -119,6 +135,10 @@ def imports(mod: str, path: Path) -> Iterator[Import]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and (m := LAZY_TARGET.fullmatch(node.value)):
             targets = [m.group(1)]  # importlib.import_module of the module part
+        elif isinstance(node, ast.Call) and _loads_by_name(node.func) and node.args \
+                and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            targets = [node.args[0].value]  # importlib.import_module("x.y"), __import__("x.y")
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
                 isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets):
             targets = [v.value for v in node.value.values
@@ -130,6 +150,14 @@ def imports(mod: str, path: Path) -> Iterator[Import]:
 
 # "toolkit.bench.cli:app": a module and an attribute of it, imported by name when used
 LAZY_TARGET = re.compile(r"((?:toolkit|benchmarks)(?:\.[a-z_][a-z0-9_]*)+):[A-Za-z_]\w*")
+COMMAND_MODULES = command_modules()
+
+
+def _loads_by_name(func: ast.expr) -> bool:
+    """``importlib.import_module`` (or ``import_module`` imported from it) or ``__import__``."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
 
 
 _MODULES: dict[str, dict[str, Path]] = {}
@@ -269,7 +297,9 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 @pytest.mark.parametrize(("mod", "layer"), [
     ("toolkit.slurm", "base"), ("toolkit.catalog", "base"), ("toolkit", "base"),
-    ("toolkit.local.twin", "local"), ("toolkit.local.faults_cli", "cli"),
+    ("toolkit.local.twin", "local"), ("toolkit.local.faults_cli", "local"),
+    ("toolkit.catalog_cli", "cli"), ("toolkit.commands.jobend", "cli"),
+    ("toolkit.lazy_cli", "base"),
     ("toolkit.bench.comm.verdict", "bench"), ("toolkit.bench.nccl.cli", "cli"),
     ("toolkit.bench", "bench"), ("toolkit.cli", "cli"), ("toolkit.results.report", "results"),
 ])
@@ -288,3 +318,16 @@ def test_modules_named_in_strings_are_imports() -> None:
     submit = {i.target for i in imports("toolkit.submit", TOOLKIT["toolkit.submit"])}
     assert {"toolkit.submit.executor", "toolkit.submit.efa"} <= submit
     assert not LAZY_TARGET.fullmatch("toolkit.local.programs")  # run with python -m
+
+
+def test_a_module_loaded_by_a_literal_name_is_an_import(tmp_path: Path) -> None:
+    """``importlib.import_module`` and ``__import__`` with a literal name load that module as
+    surely as an import statement: the layering holds for them too."""
+    src = tmp_path / "probe.py"
+    src.write_text("import importlib\nfrom importlib import import_module\n\n"
+                   "def f():\n    importlib.import_module('toolkit.results.store')\n"
+                   "    import_module('toolkit.plan.planner')\n"
+                   "    __import__('toolkit.api.training')\n"
+                   "    importlib.import_module(name_from_elsewhere)\n")
+    found = {i.target for i in imports("toolkit.health.probe", src)}
+    assert found == {"toolkit.results.store", "toolkit.plan.planner", "toolkit.api.training"}

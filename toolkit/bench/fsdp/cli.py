@@ -17,10 +17,10 @@ import typer
 
 from benchmarks.fsdp.config import settings
 from toolkit.api import training as api
-from toolkit.bench import job_cli
 from toolkit.bench.fsdp import driver
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption
+from toolkit.commands import jobend
 from toolkit.submit.longrun import long_command
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,5 +107,5 @@ def fsdp_command(
             return
         done = api.run_fsdp(job, wait=wait_, timeout=timeout, progress=not as_json,
                             store=False)
-    job_cli.finish(job, done, title="pctk bench fsdp", rows=driver.summary_rows,
+    jobend.finish(job, done, title="pctk bench fsdp", rows=driver.summary_rows,
                    as_json=as_json, store=store, db=db)

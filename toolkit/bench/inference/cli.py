@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 
 from toolkit import catalog
-from toolkit.bench import job_cli
 from toolkit.bench.inference import driver, serve
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption
+from toolkit.commands import jobend
 from toolkit.errors import PctkError
 from toolkit.submit.longrun import long_command
 
@@ -126,7 +126,7 @@ def inference_command(
                 typer.echo(serve.render_load(sjob), nl=False)
                 return
             sdone = serve.run(sjob, timeout=timeout, quiet=as_json)
-            job_cli.finish(sjob, sdone, title="pctk bench inference --mode serve",
+            jobend.finish(sjob, sdone, title="pctk bench inference --mode serve",
                            rows=serve.summary_rows, as_json=as_json, store=store, db=db)
             return
         serve_only = {"--checkpoint": checkpoint, "--load-partition": load_partition,
@@ -149,5 +149,5 @@ def inference_command(
             typer.echo(driver.render_sbatch(job), nl=False)
             return
         done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json)
-        job_cli.finish(job, done, title="pctk bench inference", rows=driver.summary_rows,
+        jobend.finish(job, done, title="pctk bench inference", rows=driver.summary_rows,
                        as_json=as_json, store=store, db=db)
