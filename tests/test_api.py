@@ -106,11 +106,7 @@ def test_an_interrupt_names_the_job_that_keeps_running(twin: TwinHandle, tmp_pat
         state = twin.cmd("squeue", "-h", "-j", job_id, "-o", "%T", check=False).stdout
         assert state.strip() in ("RUNNING", "COMPLETING"), state
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if job_id:
-            twin.cmd("scancel", job_id, check=False)
+        twin.clean_up(proc, job_id)
 
 
 @pytest.mark.parametrize(("call", "message"), [

@@ -59,6 +59,15 @@ class TwinHandle:
         st = self.cmd("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
         assert st in ("RUNNING", "PENDING", "CONFIGURING"), st
 
+    def clean_up(self, proc: subprocess.Popen[str], job_id: str) -> None:
+        """After a test interrupted a pctk process: the process gone, the job it left
+        running cancelled."""
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if job_id:
+            self.cmd("scancel", job_id, check=False)
+
     def state(self, job_id: str) -> str:
         r = self.cmd("sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State", check=False)
         states = [s.split()[0] for s in r.stdout.splitlines() if s.strip()]

@@ -116,8 +116,4 @@ def test_ctrl_c_during_bench_fsdp_names_the_job_that_keeps_running(twin, tmp_pat
         # the last line (progress lines go to stderr too when it is not a terminal)
         twin.assert_left_running(job_id, err)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if job_id:
-            twin.cmd("scancel", job_id, check=False)
+        twin.clean_up(proc, job_id)

@@ -130,8 +130,4 @@ def test_ctrl_c_names_the_job_that_keeps_running(twin, tmp_path: Path) -> None:
                                         f"Cancel with: pctk cancel {job_id}"), err
         assert "Traceback" not in err
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if job_id:
-            twin.cmd("scancel", job_id, check=False)
+        twin.clean_up(proc, job_id)
