@@ -345,3 +345,25 @@ def test_a_node_2_5x_slow_among_four_is_named(slow):
     assert r.blamed == [slow]
     assert r.verdict_of(slow).verdict == SLOW and r.rounds == 3
     assert all(r.verdict_of(n).verdict == OK for n in nodes if n != slow)
+
+
+def test_four_nodes_judge_a_retest_against_the_fast_retest_beside_it():
+    """Four nodes leave no room for a control pair beside round 2's two retests; one measured
+    after them can meet another load. Here it does (a lone pair runs at half speed), and
+    against it the slow node's retest passed. The fast retest beside the slow one ran at the
+    same moment with a known-good node in it: against that, the slow node is named."""
+    nodes = _nodes(4)
+    speed = dict.fromkeys(nodes, 1.0)
+    speed["n01"] = 0.4
+    calls: list[list[tuple[str, str]]] = []
+    base = _measure(speed, calls)
+
+    def measure(rnd: int, pairs: list[tuple[str, str]]) -> list[PairResult]:
+        out = base(rnd, pairs)
+        if len(pairs) == 1:  # a control measured alone, after the retests: a busy moment
+            out = [PairResult(r.round, r.nodes, (r.gbps or 0) * 0.5) for r in out]
+        return out
+
+    r = run_sweep(nodes, measure)
+    assert r.blamed == ["n01"] and r.verdict_of("n02").verdict == OK
+    assert all(len(c) > 1 for c in calls), "no control had to be measured alone"
