@@ -4,7 +4,7 @@ On a CPU (the twin, CI) the defaults stay the small demo settings: 64 tokens per
 a global batch of 8, no torch.compile, no activation checkpointing.
 
 On GPUs they come from the model shape and the GPU's memory (:func:`gpu_defaults`), through
-the memory model ``pctk plan`` uses (:mod:`benchmarks.fsdp.memory`):
+the memory model ``pctk plan`` uses (:func:`benchmarks.modelmath.memory`):
 
 - sequence length 4096 (or the model's maximum if shorter): long enough for attention's
   share of the FLOPs to be that of real training, short enough that the 8B shape fits on
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.fsdp.config import ModelArgs
-from benchmarks.fsdp.memory import GIB, memory, shape_of
+from benchmarks.modelmath import GIB, memory, shape_of
 
 CPU_SEQ_LEN = 64
 CPU_BATCH_SIZE = 8  # global, split over the ranks
@@ -70,7 +70,7 @@ class Choice:
                 "chosen": list(self.chosen), "fits": self.fits,
                 "estimate_gib": round(self.estimate_gib, 2),
                 "usable_gib": round(self.usable_gib, 2), "reasons": list(self.reasons),
-                "memory_model": "benchmarks.fsdp.memory (the one pctk plan uses)"}
+                "memory_model": "benchmarks.modelmath (the one pctk plan uses)"}
 
 
 def _batches(seq_len: int) -> list[int]:

@@ -13,11 +13,10 @@ from typer.testing import CliRunner
 
 from benchmarks.fsdp.config import parse_config, preset
 from benchmarks.fsdp.defaults import TOKENS_PER_GPU, gpu_defaults
-from benchmarks.fsdp.memory import GIB, memory, shape_of
 from benchmarks.fsdp.train import resolve_defaults
+from benchmarks.modelmath import GIB, memory, shape_of
 from tests.fsdp.fsdp_launch import run_ranks
 from toolkit.cli import app
-from toolkit.plan import model as plan_model
 
 H100 = 80 * GIB  # what torch reports is a little less; the choice is the same
 H200 = 141 * GIB
@@ -61,7 +60,7 @@ def test_the_summary_states_the_choice_and_the_reason() -> None:
     assert "does NOT fit" in gpu_defaults(preset("8b"), H100, 1, "H100").summary()
     record = c.to_dict()
     assert record["chosen"] == ["seq_len", "batch_per_gpu", "compile", "ac"]
-    assert record["memory_model"].startswith("benchmarks.fsdp.memory")
+    assert record["memory_model"].startswith("benchmarks.modelmath")
 
 
 def test_explicit_settings_win_and_the_rest_is_chosen_around_them() -> None:
@@ -82,11 +81,20 @@ def test_explicit_settings_win_and_the_rest_is_chosen_around_them() -> None:
     assert c.chosen == () and c.summary().startswith("no defaults chosen for H100")
 
 
-def test_the_planner_and_the_node_share_one_memory_model() -> None:
-    assert plan_model.memory(plan_model.shape_of(preset("8b")), 8, 4096, 2) == \
-        memory(shape_of(preset("8b")), 8, 4096, 2)
-    with pytest.raises(plan_model.PlanError):
-        plan_model.memory(plan_model.shape_of(preset("8b")), 0, 4096, 2)
+def test_the_memory_model_the_defaults_use_for_8b_over_eight_gpus() -> None:
+    # 8B (8,030,261,248 parameters, tests/plan/test_arithmetic.py) over 8 GPUs, 2 x 4096
+    # tokens: fp32 parameters and gradients 4 * P / 8 = 4,015,130,624 each, AdamW 8 * P / 8 =
+    # 8,030,261,248; two bf16 blocks and one fp32 block gradient 218,112,000 * 8 =
+    # 1,744,896,000; the root group 1,050,677,248 * 4 = 4,202,708,992; activations depend on
+    # the 8,192 tokens alone, as for 1 x 8192: 50,327,453,696 -> 72,335,581,184 bytes
+    mem = memory(shape_of(preset("8b")), 8, 4096, 2)
+    assert (mem.parameters, mem.gradients, mem.optimizer) == \
+        (4_015_130_624, 4_015_130_624, 8_030_261_248)
+    assert (mem.gathered, mem.root, mem.activations) == \
+        (1_744_896_000, 4_202_708_992, 50_327_453_696)
+    assert mem.total(False) == 72_335_581_184
+    with pytest.raises(ValueError, match="shard size must be at least 1"):
+        memory(shape_of(preset("8b")), 0, 4096, 2)
 
 
 def test_cpu_defaults_stay_small_and_flags_win() -> None:

@@ -1,6 +1,6 @@
 """The memory model's root group, checked on real FSDP2 ranks (gloo, two processes on this
 machine): after forward, before backward, the parameters left gathered are exactly the root
-group the model counts (:attr:`benchmarks.fsdp.memory.Shape.root_params`) plus the last block,
+group the model counts (:attr:`benchmarks.modelmath.Shape.root_params`) plus the last block,
 which pctk's FSDP wrapping keeps for the backward that starts with it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from benchmarks.fsdp.config import preset
-from benchmarks.fsdp.memory import shape_of
+from benchmarks.modelmath import shape_of
 from tests.fsdp.fsdp_launch import free_port
 
 REPO = Path(__file__).resolve().parents[2]

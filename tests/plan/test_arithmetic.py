@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from benchmarks import modelmath as mm
 from benchmarks.fsdp.config import PRESETS, preset
 from toolkit.plan import model as m
 from toolkit.plan.model import PlanError
@@ -47,7 +48,7 @@ FPT70 = 481_442_709_504
 
 
 def test_parameter_counts_of_the_8b_and_70b_presets():
-    s8, s70 = m.shape_of(preset("8b")), m.shape_of(preset("70b"))
+    s8, s70 = mm.shape_of(preset("8b")), mm.shape_of(preset("70b"))
     assert (s8.params, s8.params_non_embedding, s8.block_params) == (P8, N8, 218_112_000)
     assert (s70.params, s70.params_non_embedding, s70.block_params) == (P70, N70, 855_654_400)
 
@@ -59,26 +60,26 @@ def test_counts_match_the_torch_model_of_the_benchmark(name):
 
     with torch.device("meta"):
         model = Transformer(preset(name))
-    shape = m.shape_of(preset(name))
+    shape = mm.shape_of(preset(name))
     assert count_params(model) == (shape.params, shape.params_non_embedding)
 
 
 def test_flops_per_token_with_and_without_the_attention_term():
-    s8 = m.shape_of(preset("8b"))
+    s8 = mm.shape_of(preset("8b"))
     assert m.flops_per_token(s8, 8192) == FPT8
     assert m.flops_per_token(s8, 8192, attention=False) == FPT8_6N
     # the attention term grows with the sequence: at T = 2048 it is a quarter of 12,884,901,888
     assert m.flops_per_token(s8, 2048) == FPT8_6N + 3_221_225_472
-    assert m.flops_per_token(m.shape_of(preset("70b")), 8192) == FPT70
+    assert m.flops_per_token(mm.shape_of(preset("70b")), 8192) == FPT70
     # a bare parameter count has no shape: 6N only, N as given
-    assert m.flops_per_token(m.Shape(7_000_000_000, 7_000_000_000), 4096) == 42e9
+    assert m.flops_per_token(mm.Shape(7_000_000_000, 7_000_000_000), 4096) == 42e9
 
 
 def test_the_same_accounting_as_the_fsdp_benchmark():
     pytest.importorskip("torch")
     from benchmarks.fsdp.metrics import flops_per_token
 
-    s8 = m.shape_of(preset("8b"))
+    s8 = mm.shape_of(preset("8b"))
     assert m.flops_per_token(s8, 8192) == flops_per_token(N8, preset("8b"), 8192)
 
 
@@ -102,7 +103,7 @@ def test_memory_per_gpu_for_8b_over_32_gpus():
     #   logits 8192 * 128256 * (2 + 4) = 6,304,038,912 -> 50,327,453,696 without AC
     # with AC: block inputs 32 * 2 * 4096 * 8192 = 2,147,483,648, one block recomputed
     #   1,375,731,712, logits 6,304,038,912 -> 9,827,254,272
-    mem = m.memory(m.shape_of(preset("8b")), 32, 8192, 1)
+    mem = mm.memory(mm.shape_of(preset("8b")), 32, 8192, 1)
     assert mem.parameters == mem.gradients == 1_003_782_656
     assert mem.optimizer == 2_007_565_312
     assert mem.gathered == 1_744_896_000
@@ -112,7 +113,7 @@ def test_memory_per_gpu_for_8b_over_32_gpus():
     #   1,050,677,248 parameters) stays whole through backward in bf16 with bf16 gradients:
     #   4 bytes each = 4,202,708,992 bytes (3.9 GiB) on every GPU, whatever the shard
     assert mem.root == 4_202_708_992
-    assert m.memory(m.shape_of(preset("8b")), 1024, 8192, 1).root == 4_202_708_992
+    assert mm.memory(mm.shape_of(preset("8b")), 1024, 8192, 1).root == 4_202_708_992
     assert mem.total(False) == (1_003_782_656 * 2 + 2_007_565_312 + 1_744_896_000
                                 + 4_202_708_992 + 50_327_453_696)
     # states, gathered blocks and root: 2 * 1,003,782,656 + 2,007,565,312 + 1,744,896,000 +
@@ -131,8 +132,8 @@ def test_memory_per_gpu_for_70b_fsdp_over_64_and_hsdp_over_8():
     # with AC: 80 * 2 * 8192 * 8192 = 10,737,418,240 + 2,717,908,992 + 6,304,038,912
     #   = 19,759,366,144
     # root group: (128,256 x 8,192 x 2 + 8,192) x 4 bytes = 8,405,417,984 (7.83 GiB)
-    shape = m.shape_of(preset("70b"))
-    fsdp = m.memory(shape, 64, 8192, 1)
+    shape = mm.shape_of(preset("70b"))
+    fsdp = mm.memory(shape, 64, 8192, 1)
     assert fsdp.parameters + fsdp.gradients + fsdp.optimizer == 17_638_426_624
     assert fsdp.gathered == 6_845_235_200
     assert fsdp.activations == 223_736_758_272
@@ -144,7 +145,7 @@ def test_memory_per_gpu_for_70b_fsdp_over_64_and_hsdp_over_8():
     assert fsdp.total(True) / GIB == pytest.approx(49.03, abs=0.01)  # fits with AC
     assert fsdp.total(False) > usable  # not without
     # HSDP over one node of 8: the states alone are 1,128,859,303,936 / 8 = 131.4 GiB
-    hsdp = m.memory(shape, 8, 8192, 1)
+    hsdp = mm.memory(shape, 8, 8192, 1)
     assert (hsdp.parameters + hsdp.gradients + hsdp.optimizer) / GIB == pytest.approx(131.4, 0.01)
     assert hsdp.total(True) > usable
     # the smallest shard of 64 GPUs that fits with AC: states/S + 35.0 GB <= 72 GiB
@@ -161,7 +162,7 @@ def test_memory_per_gpu_for_70b_fsdp_over_64_and_hsdp_over_8():
 
 def test_checkpoint_and_young_daly():
     # 8B: 12 bytes * 8,030,261,248 = 96,363,134,976 bytes
-    assert m.checkpoint_bytes(m.shape_of(preset("8b"))) == 96_363_134_976
+    assert m.checkpoint_bytes(mm.shape_of(preset("8b"))) == 96_363_134_976
     # C = 0.1 h, M = 20 h: sqrt(2 * 0.1 * 20) = 2 h
     assert m.young_daly_interval_h(0.1, 20) == pytest.approx(2.0)
     # 100 h of work: checkpoints take 0.1/2 = 5%, failures (2/2 + 0.25)/20 = 6.25%;

@@ -5,10 +5,9 @@ checkpoint throughput in GB/s (10^9 bytes per second), time in hours unless name
 
 FLOPs per token follow torchtitan, as ``benchmarks.fsdp.metrics.flops_per_token`` does:
 ``6·N + 12·L·H·d_head·T`` with N the parameters without the input embedding. GPU-hours are
-``FLOPs / (peak × MFU)``. Memory per GPU is the FSDP2 layout of ``pctk bench fsdp``:
-fp32 parameters, fp32 gradients and AdamW's two fp32 moments sharded over the shard group,
-bf16 compute copies of the blocks being gathered, the root group kept whole, bf16 activations
-(see :func:`memory`).
+``FLOPs / (peak × MFU)``. Memory per GPU is :func:`benchmarks.modelmath.memory`, the FSDP2
+layout of ``pctk bench fsdp`` that the node picks its defaults with; here it decides the
+smallest shard group that fits.
 """
 
 from __future__ import annotations
@@ -16,20 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from benchmarks.fsdp.memory import (  # noqa: F401  (re-exported: the planner's API)
-    ACT_BYTES,
-    GIB,
-    GRAD_BYTES,
-    LOGIT_BYTES,
-    OPTIM_BYTES,
-    PARAM_BYTES,
-    Memory,
-    Shape,
-    activation_bytes_per_token_per_layer,
-    block_params,
-    shape_of,
-)
-from benchmarks.fsdp.memory import memory as _memory
+from benchmarks.modelmath import OPTIM_BYTES, PARAM_BYTES, Shape, memory
 
 # Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models" (Chinchilla),
 # arXiv 2203.15556: compute-optimal training uses about 20 tokens per parameter.
@@ -59,15 +45,7 @@ def gpu_hours(flops: float, peak_tflops: float, mfu: float) -> float:
     return flops / (peak_tflops * 1e12 * mfu) / 3600
 
 
-# --- memory (the arithmetic is benchmarks.fsdp.memory's, shared with the node) ---------
-
-def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
-    """Memory per GPU with the training state sharded over ``shard`` GPUs
-    (:func:`benchmarks.fsdp.memory.memory`)."""
-    if shard < 1:
-        raise PlanError(f"shard size must be at least 1 (got {shard})")
-    return _memory(shape, shard, seq_len, micro_batch)
-
+# --- memory (the arithmetic is benchmarks.modelmath's, shared with the node) -----------
 
 def node_aligned(shard: int, gpus_per_node: int) -> bool:
     """Whether shard groups of ``shard`` GPUs leave every node whole: a divisor of a node's

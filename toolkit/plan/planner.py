@@ -3,7 +3,8 @@
 :func:`make_plan` turns :class:`Request` (what the user asked, None for "use the default")
 into one dict: every input with its value and where it came from, then the figures
 (``flops``, ``gpu_hours``, ``days``, ``gpus``, ``nodes``, ``cost_usd``, ``memory``,
-``checkpoint``, ``failures``). The arithmetic lives in :mod:`toolkit.plan.model`.
+``checkpoint``, ``failures``). The arithmetic lives in :mod:`toolkit.plan.model` and, for
+what the node shares (parameters, memory per GPU), :mod:`benchmarks.modelmath`.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchmarks import modelmath as mm
 from benchmarks.fsdp.config import PRESETS, preset
+from benchmarks.modelmath import GIB, Shape
 from toolkit import catalog
 from toolkit.config.model import ClusterTopology
 from toolkit.errors import PctkError
 from toolkit.plan import cluster as cl
 from toolkit.plan import limits
 from toolkit.plan import model as m
-from toolkit.plan.model import GIB, PlanError, Shape
+from toolkit.plan.model import PlanError
 
 DEFAULT_INSTANCE = "p5.48xlarge"
 DEFAULT_NODES = 4
@@ -197,7 +200,7 @@ def resolve_shape(req: Request, inputs: Inputs,
         src = "--model" if req.model else "default"
         inputs.put("model", name.lower(), f"{src}: FSDP benchmark preset "
                    "(benchmarks/fsdp/config.py)")
-        shape = m.shape_of(args)
+        shape = mm.shape_of(args)
         seq = _seq_len(req, measured, args.max_seq_len, "the preset's max_seq_len", inputs)
     else:
         n = int(req.params)
@@ -551,7 +554,7 @@ def make_plan(req: Request) -> dict[str, Any]:
     inputs.put("memory_headroom", req.headroom,
                "CUDA context, NCCL buffers and allocator slack kept free")
     inputs.put("micro_batch", req.micro_batch, "sequences per GPU per step")
-    states = (m.PARAM_BYTES + m.GRAD_BYTES + m.OPTIM_BYTES) * shape.params
+    states = (mm.PARAM_BYTES + mm.GRAD_BYTES + mm.OPTIM_BYTES) * shape.params
 
     min_nodes = max(1, math.ceil(states / (usable * per_node)))
 
@@ -747,7 +750,7 @@ def _cost(inst: catalog.InstanceType, nodes: int, wall_h: float) -> dict[str, An
 def _memory_section(req: Request, shape: Shape, seq: int, gpus: int, per_node: int,
                     usable: float, inputs: Inputs) -> dict[str, Any]:
     mb = req.micro_batch
-    fsdp = m.memory(shape, gpus, seq, mb)
+    fsdp = mm.memory(shape, gpus, seq, mb)
     hsdp_shard = req.shard_size or per_node
     if gpus % hsdp_shard:
         raise PlanError(f"--shard-size {hsdp_shard} does not divide the {gpus} GPUs")
@@ -756,7 +759,7 @@ def _memory_section(req: Request, shape: Shape, seq: int, gpus: int, per_node: i
                         f"shard groups: give a divisor of {per_node} or a multiple of it")
     inputs.put("hsdp_shard_size", hsdp_shard, "--shard-size" if req.shard_size else
                "default: the GPUs of one node")
-    hsdp = m.memory(shape, hsdp_shard, seq, mb)
+    hsdp = mm.memory(shape, hsdp_shard, seq, mb)
     chosen_mem = fsdp if req.strategy == "fsdp" else hsdp
     if req.ac is None:
         ac = chosen_mem.total(False) > usable

@@ -227,8 +227,8 @@ def node_defaults(train: TrainConfig, *, nodes: int, partition: str | None,
 def cpu_state_bytes(model: str, world: int, seq_len: int | None,
                     batch_per_gpu: int | None) -> float:
     """Bytes one CPU rank holds to train ``model`` sharded over ``world`` ranks (the memory
-    model of :mod:`benchmarks.fsdp.memory`, without activation checkpointing)."""
-    from benchmarks.fsdp.memory import memory, shape_of
+    model of :mod:`benchmarks.modelmath`, without activation checkpointing)."""
+    from benchmarks.modelmath import memory, shape_of
 
     seq = seq_len or DEFAULT_SEQ_LEN.get(model, 4096)
     return memory(shape_of(PRESETS[model]), world, seq, batch_per_gpu or 1).total(False)

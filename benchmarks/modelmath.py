@@ -1,10 +1,17 @@
-"""The memory model of an FSDP2 training run, per GPU, without torch: what ``pctk plan``
-(toolkit/plan) sizes clusters with and what ``benchmarks.fsdp.train`` picks its GPU defaults
-with (benchmarks/fsdp/defaults.py), so both sides use the same arithmetic.
+"""The arithmetic of a Llama-style model shape, in one place and without torch: parameters by
+group and the memory an FSDP2 training run needs per GPU.
 
-Units: bytes. The layout is the one ``pctk bench fsdp`` trains with: fp32 parameters, fp32
-gradients and AdamW's two fp32 moments sharded over the shard group, bf16 compute copies of
-the blocks being gathered, the root group kept whole, bf16 activations (see :func:`memory`).
+Both sides use it: the node (``benchmarks.fsdp.train`` picks its GPU defaults with it,
+benchmarks/fsdp/defaults.py) and the driver (``pctk plan`` sizes clusters with it,
+toolkit/plan), so the figure the planner promises and the one a run is set up by come from
+the same formula. The parameter counts are checked against a real
+:class:`benchmarks.fsdp.model.Transformer` (:func:`benchmarks.fsdp.model.count_params`) in
+tests/test_modelmath.py.
+
+The shape is the one ``pctk bench fsdp`` builds (benchmarks/fsdp/model.py): grouped-query
+attention without biases, a SwiGLU MLP, an RMSNorm before each, a final RMSNorm and an output
+head not tied to the input embedding. Units: parameters as counts, memory in bytes
+(GiB = 2^30 bytes).
 """
 
 from __future__ import annotations
@@ -15,18 +22,8 @@ from benchmarks.fsdp.config import ModelArgs
 
 GIB = 2**30
 
-# bytes per parameter of the sharded training state (pctk bench fsdp: the model is built in
-# fp32, FSDP2 computes in bf16 and reduces gradients in fp32, AdamW keeps two fp32 moments)
-PARAM_BYTES = 4
-GRAD_BYTES = 4
-OPTIM_BYTES = 8
-ACT_BYTES = 2  # bf16 activations
-LOGIT_BYTES = 2 + 4  # bf16 logits and the fp32 copy cross-entropy computes in
-# the root group (the model's own fully_shard: input embedding, final norm, output head) is not
-# resharded after forward (FSDP2 leaves the root's parameters gathered for the backward that
-# follows at once): its bf16 parameters and, from backward on, their bf16 gradients stay whole
-ROOT_BYTES = 2 + 2
 
+# --- shape and parameters -----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Shape:
@@ -50,6 +47,11 @@ class Shape:
         return bool(self.layers and self.dim and self.heads)
 
     @property
+    def embedding_params(self) -> int:
+        """The input embedding: vocabulary x dim."""
+        return self.params - self.params_non_embedding
+
+    @property
     def block_params(self) -> int:
         """Parameters of one transformer block (the unit FSDP gathers), or an even share."""
         if self.layers and self.dim and self.heads and self.ffn_dim:
@@ -58,16 +60,17 @@ class Shape:
 
     @property
     def root_params(self) -> int:
-        """Parameters outside the blocks: the root FSDP group (embedding, final norm, output
-        head); without a block shape, the input embedding alone."""
+        """Parameters outside the blocks: the root FSDP group (input embedding, final norm,
+        output head); without a block shape, the input embedding alone."""
         return self.params - self.layers * self.block_params if self.layers else \
             self.params - self.params_non_embedding
 
 
 def block_params(dim: int, heads: int, kv_heads: int, ffn_dim: int) -> int:
+    """One transformer block: wq, wk, wv, wo, SwiGLU w1 w2 w3, two RMSNorm weights."""
     head_dim = dim // heads
     attention = dim * heads * head_dim * 2 + dim * kv_heads * head_dim * 2  # wq wo, wk wv
-    return attention + 3 * dim * ffn_dim + 2 * dim  # SwiGLU w1 w2 w3, two RMSNorms
+    return attention + 3 * dim * ffn_dim + 2 * dim
 
 
 def shape_of(args: ModelArgs) -> Shape:
@@ -79,7 +82,23 @@ def shape_of(args: ModelArgs) -> Shape:
                  args.n_kv_heads, args.ffn_dim, args.vocab_size)
 
 
-# --- memory -------------------------------------------------------------------------------
+# --- training memory per GPU --------------------------------------------------------------
+# The layout ``pctk bench fsdp`` trains with: fp32 parameters, fp32 gradients and AdamW's two
+# fp32 moments sharded over the shard group, bf16 compute copies of the blocks being gathered,
+# the root group kept whole, bf16 activations (see :func:`memory`).
+
+# bytes per parameter of the sharded training state (pctk bench fsdp: the model is built in
+# fp32, FSDP2 computes in bf16 and reduces gradients in fp32, AdamW keeps two fp32 moments)
+PARAM_BYTES = 4
+GRAD_BYTES = 4
+OPTIM_BYTES = 8
+ACT_BYTES = 2  # bf16 activations
+LOGIT_BYTES = 2 + 4  # bf16 logits and the fp32 copy cross-entropy computes in
+# the root group (the model's own fully_shard: input embedding, final norm, output head) is not
+# resharded after forward (FSDP2 leaves the root's parameters gathered for the backward that
+# follows at once): its bf16 parameters and, from backward on, their bf16 gradients stay whole
+ROOT_BYTES = 2 + 2
+
 
 def activation_bytes_per_token_per_layer(shape: Shape) -> int:
     """bf16 tensors one Llama block keeps for its backward, per token.
