@@ -1,16 +1,16 @@
 """The arithmetic of a Llama-style model shape, in one place and without torch: parameters by
-group and the memory an FSDP2 training run needs per GPU.
+group, training FLOPs per token and the memory an FSDP2 training run needs per GPU.
 
-Both sides use it: the node (``benchmarks.fsdp.train`` picks its GPU defaults with it,
-benchmarks/fsdp/defaults.py) and the driver (``pctk plan`` sizes clusters with it,
-toolkit/plan), so the figure the planner promises and the one a run is set up by come from
-the same formula. The parameter counts are checked against a real
+Both sides use it: the node (``benchmarks.fsdp.train`` counts MFU and picks its GPU defaults
+with it, benchmarks/fsdp/defaults.py) and the driver (``pctk plan`` sizes clusters with it,
+toolkit/plan), so the figure the planner promises and the one a run reports come from the
+same formula. The parameter counts are checked against a real
 :class:`benchmarks.fsdp.model.Transformer` (:func:`benchmarks.fsdp.model.count_params`) in
 tests/test_modelmath.py.
 
 The shape is the one ``pctk bench fsdp`` builds (benchmarks/fsdp/model.py): grouped-query
 attention without biases, a SwiGLU MLP, an RMSNorm before each, a final RMSNorm and an output
-head not tied to the input embedding. Units: parameters as counts, memory in bytes
+head not tied to the input embedding. Units: parameters and FLOPs as counts, memory in bytes
 (GiB = 2^30 bytes).
 """
 
@@ -80,6 +80,27 @@ def shape_of(args: ModelArgs) -> Shape:
     total = embedding + blocks + args.dim + args.dim * args.vocab_size  # final norm, output
     return Shape(total, total - embedding, args.n_layers, args.dim, args.n_heads,
                  args.n_kv_heads, args.ffn_dim, args.vocab_size)
+
+
+# --- FLOPs per token ----------------------------------------------------------------------
+
+def training_flops_per_token(shape: Shape, seq_len: int, attention: bool = True) -> int:
+    """Training FLOPs (forward and backward) per token, torchtitan's convention:
+    ``6·N + 12·L·H·d_head·T``.
+
+    N counts the parameters without the input embedding (a lookup, not a matmul), L the
+    layers, H the query heads, d_head the head size and T the sequence length. 6N is forward
+    (2N) plus backward (4N) of the matmuls; the second term is the attention scores and their
+    weighted sum, also forward plus backward, over the whole T×T square: no halving for the
+    causal mask (as torchtitan and PaLM count it, Chowdhery et al. 2022, arXiv 2204.02311,
+    appendix B), so MFU figures compare across frameworks. ``attention=False``, or a shape
+    without layers, dim and heads, gives 6N alone (Kaplan et al. 2020, arXiv 2001.08361).
+    """
+    base = 6 * shape.params_non_embedding
+    if not attention or not shape.has_attention_shape:
+        return base
+    assert shape.layers and shape.heads and shape.head_dim
+    return base + 12 * shape.layers * shape.heads * shape.head_dim * seq_len
 
 
 # --- training memory per GPU --------------------------------------------------------------

@@ -1,10 +1,7 @@
-"""Throughput, FLOPs and MFU accounting, step-time percentiles and peak memory.
+"""Throughput and MFU accounting, step-time percentiles and peak memory.
 
-FLOPs per token follow torchtitan: ``6·N + 12·L·H·d_head·T`` where N counts the parameters
-without the input embedding (a lookup, not a matmul), L the layers, H the query heads,
-d_head the head size and T the sequence length. 6N is forward (2N) plus backward (4N) of the
-matmuls; the second term is the attention scores and their weighted sum, also forward plus
-backward, without halving for the causal mask (as torchtitan and PaLM count it).
+The FLOPs per token a meter is given are :func:`benchmarks.modelmath.training_flops_per_token`
+(torchtitan's ``6·N + 12·L·H·d_head·T``, no causal halving).
 """
 
 from __future__ import annotations
@@ -15,14 +12,6 @@ import statistics
 from dataclasses import dataclass, field
 
 import torch
-
-from benchmarks.fsdp.config import ModelArgs
-
-
-def flops_per_token(n_params_non_embedding: int, args: ModelArgs, seq_len: int) -> int:
-    """Training FLOPs (forward + backward) per token."""
-    attention = 12 * args.n_layers * args.n_heads * args.head_dim * seq_len
-    return 6 * n_params_non_embedding + attention
 
 
 def percentile(values: list[float], q: float) -> float:

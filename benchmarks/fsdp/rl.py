@@ -59,7 +59,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from benchmarks import distenv
 from benchmarks.fsdp import decode, stragglers
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_max, mesh_mean, mesh_sum
-from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token
+from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter
 from benchmarks.fsdp.model import Transformer, count_params
 from benchmarks.fsdp.optim import build_optimizer
 from benchmarks.fsdp.parallelize import build_mesh, compute_dtype, materialise, parallelize
@@ -72,6 +72,7 @@ from benchmarks.fsdp.train import (
     peak_for,
     sizes,
 )
+from benchmarks.modelmath import shape_of, training_flops_per_token
 
 PHASES = ("weight_sync", "generation", "reward", "training")
 CLIP = 0.2
@@ -244,7 +245,7 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
     samples = local_prompts * group
     train_tokens = samples * seq_len * cfg.rl_updates
     gen_tokens = samples * new
-    fpt = flops_per_token(n_non_embedding, model.args, seq_len)
+    fpt = training_flops_per_token(shape_of(model.args), seq_len)
     # generation: 2N per token (forward only) plus attention over the cache, ~half the length
     gen_fpt = 2 * n_non_embedding + 4 * model.args.n_layers * model.args.dim * (plen + new // 2)
     loop_flops = train_tokens * fpt + gen_tokens * gen_fpt + samples * plen * gen_fpt

@@ -31,11 +31,12 @@ from benchmarks.fsdp import breakdown, checkpoint, defaults, sft, stragglers
 from benchmarks.fsdp.config import RL_REWARDED_SHARE, TrainConfig, parse_config
 from benchmarks.fsdp.data import DataError, FileBatches, SyntheticBatches, TokenBatches
 from benchmarks.fsdp.meshcomm import mesh_barrier, mesh_broadcast, mesh_max, mesh_mean, mesh_sum
-from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, flops_per_token, peak_memory_gib
+from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, peak_memory_gib
 from benchmarks.fsdp.model import Transformer, count_params, preset
 from benchmarks.fsdp.optim import build_optimizer
 from benchmarks.fsdp.parallelize import build_mesh, compute_dtype, materialise, parallelize
 from benchmarks.fsdp.peaks import peak_tflops_for
+from benchmarks.modelmath import shape_of, training_flops_per_token
 
 # test-only: give the default process group gloo bound ONLY to this device type (e.g. cuda), as
 # NCCL binds only cuda on a GPU node, and the training mesh groups gloo on the cpu. Any
@@ -168,7 +169,7 @@ def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,
     dtype = compute_dtype(device.type, cfg.parallel.bf16, cfg.parallel.fp8)
     peak, peak_source = peak_for(cfg, device, dtype)
     local_tokens = batch_size // env.world_size * seq_len
-    fpt = flops_per_token(n_non_embedding, model.args, seq_len)
+    fpt = training_flops_per_token(shape_of(model.args), seq_len)
     loss_fn = loss_function(cfg.parallel.compile)
     sft_loss_fn = sft.loss_function(cfg.parallel.compile)
     if choice is not None:

@@ -14,12 +14,12 @@ group, no sharding: one device.
 
 It is what ``benchmarks/gpu_check.py`` sets pctk's FSDP benchmark against: the same tokens
 (``benchmarks.fsdp.data.SyntheticBatches``), the same tokens per step, the same FLOP formula
-(``benchmarks.fsdp.metrics.flops_per_token`` over the parameters without the input
-embedding) and the same timing (from the forward to the loss on the host, warm-up steps left
-out; peak memory from ``torch.cuda.max_memory_allocated`` after the warm-up). It writes a
-``pctk.result/v1`` record of kind ``fsdp`` whose ``params.implementation`` says that it is
-this reference. Needs ``transformers`` (the ``reference`` extra); without it, exit 2 in one
-line.
+(:func:`benchmarks.modelmath.training_flops_per_token` of the shape, whose parameters the
+model here has: tests/fsdp/test_plain_loop.py) and the same timing (from the forward to the
+loss on the host, warm-up steps left out; peak memory from ``torch.cuda.max_memory_allocated``
+after the warm-up). It writes a ``pctk.result/v1`` record of kind ``fsdp`` whose
+``params.implementation`` says that it is this reference. Needs ``transformers`` (the
+``reference`` extra); without it, exit 2 in one line.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ import torch.nn.functional as F
 from benchmarks import record
 from benchmarks.fsdp.config import PRESETS, ModelArgs, OptimConfig, preset
 from benchmarks.fsdp.data import SyntheticBatches
-from benchmarks.fsdp.metrics import ThroughputMeter, flops_per_token, peak_memory_gib
+from benchmarks.fsdp.metrics import ThroughputMeter, peak_memory_gib
 from benchmarks.fsdp.peaks import peak_tflops_for
+from benchmarks.modelmath import shape_of, training_flops_per_token
 
 IMPLEMENTATION = ("reference: hand-written loop, transformers LlamaForCausalLM, fp32 weights "
                   "+ bf16 autocast, SDPA, fused AdamW, whole-model torch.compile")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     model = hf_model(args, a.seq_len).to(device)
     total = sum(p.numel() for p in model.parameters())
     n_non_embedding = total - model.get_input_embeddings().weight.numel()
-    fpt = flops_per_token(n_non_embedding, args, a.seq_len)
+    fpt = training_flops_per_token(shape_of(args), a.seq_len)
     opt = OptimConfig()
     kernels = {"fused": True} if cuda else {"foreach": True}
     optimizer = torch.optim.AdamW(model.parameters(), lr=opt.lr, betas=opt.betas,

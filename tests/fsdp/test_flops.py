@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.fsdp.metrics import ThroughputMeter, flops_per_token, percentile
+from benchmarks.fsdp.metrics import ThroughputMeter, percentile
 from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
 from benchmarks.fsdp.peaks import PEAKS, peak_tflops_for
+from benchmarks.modelmath import shape_of, training_flops_per_token
 
 
 def test_8b_flops_per_token_matches_hand_computation() -> None:
@@ -27,7 +28,7 @@ def test_8b_flops_per_token_matches_hand_computation() -> None:
     total, non_embedding = count_params(model)
     assert total == 8_030_261_248  # Llama 3.1 8B: "8.03B"
     assert non_embedding == n_non_embedding
-    assert flops_per_token(non_embedding, preset("8b"), seq) == pytest.approx(hand, rel=0.01)
+    assert training_flops_per_token(shape_of(preset("8b")), seq) == pytest.approx(hand, rel=0.01)
 
     # torchtitan's published 5,762 tokens/s per H100 for 8B eager is "about 34% MFU"
     meter = ThroughputMeter(tokens_per_step_per_rank=5762, flops_per_token=hand,

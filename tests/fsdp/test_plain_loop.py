@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from benchmarks.fsdp.config import preset
-from benchmarks.fsdp.metrics import flops_per_token
 from benchmarks.fsdp.model import Transformer, count_params
+from benchmarks.modelmath import shape_of, training_flops_per_token
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
@@ -35,8 +35,9 @@ def test_the_peer_has_pctks_parameters_and_flops(model: str) -> None:
     non_embedding = total - hf.get_input_embeddings().weight.numel()
     assert (total, non_embedding) == count_params(ours)
     assert hf.get_output_embeddings().weight is not hf.get_input_embeddings().weight
-    assert flops_per_token(non_embedding, args, 4096) == flops_per_token(
-        count_params(ours)[1], args, 4096)
+    # the peer's FLOPs per token are pctk's formula, over the parameters its model has
+    attention = 12 * args.n_layers * args.n_heads * args.head_dim * 4096
+    assert training_flops_per_token(shape_of(args), 4096) == 6 * non_embedding + attention
 
 
 def test_the_peer_trains_on_the_cpu_and_its_record_is_accepted(tmp_path: Path) -> None:

@@ -66,21 +66,24 @@ def test_counts_match_the_torch_model_of_the_benchmark(name):
 
 def test_flops_per_token_with_and_without_the_attention_term():
     s8 = mm.shape_of(preset("8b"))
-    assert m.flops_per_token(s8, 8192) == FPT8
-    assert m.flops_per_token(s8, 8192, attention=False) == FPT8_6N
+    assert mm.training_flops_per_token(s8, 8192) == FPT8
+    assert mm.training_flops_per_token(s8, 8192, attention=False) == FPT8_6N
     # the attention term grows with the sequence: at T = 2048 it is a quarter of 12,884,901,888
-    assert m.flops_per_token(s8, 2048) == FPT8_6N + 3_221_225_472
-    assert m.flops_per_token(mm.shape_of(preset("70b")), 8192) == FPT70
+    assert mm.training_flops_per_token(s8, 2048) == FPT8_6N + 3_221_225_472
+    assert mm.training_flops_per_token(mm.shape_of(preset("70b")), 8192) == FPT70
     # a bare parameter count has no shape: 6N only, N as given
-    assert m.flops_per_token(mm.Shape(7_000_000_000, 7_000_000_000), 4096) == 42e9
+    assert mm.training_flops_per_token(mm.Shape(7_000_000_000, 7_000_000_000), 4096) == 42e9
 
 
-def test_the_same_accounting_as_the_fsdp_benchmark():
-    pytest.importorskip("torch")
-    from benchmarks.fsdp.metrics import flops_per_token
+def test_flops_count_the_parameters_the_benchmarks_model_has():
+    torch = pytest.importorskip("torch")
+    from benchmarks.fsdp.model import Transformer, count_params
 
+    with torch.device("meta"):
+        n = count_params(Transformer(preset("8b")))[1]
+    assert n == N8
     s8 = mm.shape_of(preset("8b"))
-    assert m.flops_per_token(s8, 8192) == flops_per_token(N8, preset("8b"), 8192)
+    assert mm.training_flops_per_token(s8, 8192) == 6 * n + 12 * 32 * 32 * 128 * 8192
 
 
 def test_gpu_hours():

@@ -1,13 +1,14 @@
-"""The arithmetic of a training plan: FLOPs, GPU-hours, memory per GPU, checkpoints, failures.
+"""The arithmetic of a training plan beyond the model's own: GPU-hours, the shard group that
+fits, checkpoints, failures.
 
 Pure Python, no torch. Units: FLOPs as counts, memory in bytes (GiB = 2^30 bytes in output),
 checkpoint throughput in GB/s (10^9 bytes per second), time in hours unless named otherwise.
 
-FLOPs per token follow torchtitan, as ``benchmarks.fsdp.metrics.flops_per_token`` does:
-``6·N + 12·L·H·d_head·T`` with N the parameters without the input embedding. GPU-hours are
-``FLOPs / (peak × MFU)``. Memory per GPU is :func:`benchmarks.modelmath.memory`, the FSDP2
-layout of ``pctk bench fsdp`` that the node picks its defaults with; here it decides the
-smallest shard group that fits.
+FLOPs per token and memory per GPU are the model's, shared with the node
+(:mod:`benchmarks.modelmath`): :func:`~benchmarks.modelmath.training_flops_per_token`, the
+torchtitan convention ``pctk bench fsdp`` counts MFU with, and
+:func:`~benchmarks.modelmath.memory`, the FSDP2 layout it trains with. GPU-hours are
+``FLOPs / (peak × MFU)``.
 """
 
 from __future__ import annotations
@@ -29,15 +30,6 @@ CHECKPOINT_BYTES_PER_PARAM = PARAM_BYTES + OPTIM_BYTES
 
 class PlanError(ValueError):
     """Inputs no plan can satisfy (negative tokens, a model larger than the cluster, ...)."""
-
-
-def flops_per_token(shape: Shape, seq_len: int, attention: bool = True) -> float:
-    """Training FLOPs per token: 6·N plus, with a known shape, 12·L·H·d_head·T."""
-    base = 6 * shape.params_non_embedding
-    if not attention or not shape.has_attention_shape:
-        return float(base)
-    assert shape.layers and shape.heads and shape.head_dim
-    return float(base + 12 * shape.layers * shape.heads * shape.head_dim * seq_len)
 
 
 def gpu_hours(flops: float, peak_tflops: float, mfu: float) -> float:

@@ -4,7 +4,7 @@
 into one dict: every input with its value and where it came from, then the figures
 (``flops``, ``gpu_hours``, ``days``, ``gpus``, ``nodes``, ``cost_usd``, ``memory``,
 ``checkpoint``, ``failures``). The arithmetic lives in :mod:`toolkit.plan.model` and, for
-what the node shares (parameters, memory per GPU), :mod:`benchmarks.modelmath`.
+what the node shares (parameters, FLOPs, memory per GPU), :mod:`benchmarks.modelmath`.
 """
 
 from __future__ import annotations
@@ -490,7 +490,7 @@ def make_plan(req: Request) -> dict[str, Any]:
         inputs.put("queue_max_nodes", facts.max_nodes, f"--config: {facts.max_nodes_how}")
         inputs.notes.extend(facts.notes)
     shape, seq = resolve_shape(req, inputs, measured)
-    fpt = m.flops_per_token(shape, seq)
+    fpt = float(mm.training_flops_per_token(shape, seq))
     tokens = resolve_work(req, shape, fpt, inputs)
     flops = fpt * tokens
     inst = resolve_instance(req, measured.instance_type, inputs, facts)
@@ -658,7 +658,7 @@ def make_plan(req: Request) -> dict[str, Any]:
         "inputs": inputs.rows,
         "notes": inputs.notes,
         "flops_per_token": fpt,
-        "flops_per_token_6n": 6.0 * shape.params_non_embedding,
+        "flops_per_token_6n": float(mm.training_flops_per_token(shape, seq, attention=False)),
         "params": shape.params,
         "params_non_embedding": shape.params_non_embedding,
         "tokens": tokens,
