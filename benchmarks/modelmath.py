@@ -1,12 +1,14 @@
 """The arithmetic of a Llama-style model shape, in one place and without torch: parameters by
-group, training FLOPs per token and the memory an FSDP2 training run needs per GPU.
+group, FLOPs per token (training, and the forward pass of inference), the memory an FSDP2
+training run needs per GPU, and the bytes inference reads (weights, KV cache).
 
 Both sides use it: the node (``benchmarks.fsdp.train`` counts MFU and picks its GPU defaults
-with it, benchmarks/fsdp/defaults.py) and the driver (``pctk plan`` sizes clusters with it,
-toolkit/plan), so the figure the planner promises and the one a run reports come from the
-same formula. The parameter counts are checked against a real
-:class:`benchmarks.fsdp.model.Transformer` (:func:`benchmarks.fsdp.model.count_params`) in
-tests/test_modelmath.py.
+with it, benchmarks/fsdp/defaults.py; benchmarks/inference/roofline.py bounds decode and
+prefill with it) and the driver (``pctk plan`` sizes clusters with it, toolkit/plan;
+``pctk bench inference`` picks its tensor-parallel size with it), so the figure the planner
+promises and the one a run reports come from the same formula. The parameter counts are
+checked against a real :class:`benchmarks.fsdp.model.Transformer`
+(:func:`benchmarks.fsdp.model.count_params`) in tests/test_modelmath.py.
 
 The shape is the one ``pctk bench fsdp`` builds (benchmarks/fsdp/model.py): grouped-query
 attention without biases, a SwiGLU MLP, an RMSNorm before each, a final RMSNorm and an output
@@ -99,8 +101,35 @@ def training_flops_per_token(shape: Shape, seq_len: int, attention: bool = True)
     base = 6 * shape.params_non_embedding
     if not attention or not shape.has_attention_shape:
         return base
-    assert shape.layers and shape.heads and shape.head_dim
-    return base + 12 * shape.layers * shape.heads * shape.head_dim * seq_len
+    return base + 12 * _attention_width(shape) * seq_len
+
+
+def forward_flops_per_token(shape: Shape, context: int) -> int:
+    """Forward FLOPs of one token that attends to ``context`` tokens: ``2·N + 4·L·H·d_head·C``.
+
+    2N is the matmuls once; per layer and query head, the scores q·Kᵀ over the C positions and
+    their weighted sum of V take 2·d_head·C each. A decode step's token attends to the
+    sequence's cached tokens (benchmarks/inference/roofline.py). At C = T this is a third of
+    :func:`training_flops_per_token` (the backward pass costs twice the forward).
+    """
+    return 2 * shape.params_non_embedding + 4 * _attention_width(shape) * context
+
+
+def prefill_flops(shape: Shape, prompt_len: int) -> int:
+    """Forward FLOPs of a whole prompt of P tokens under a causal mask: token i attends to i
+    tokens, so the prompt costs the sum of :func:`forward_flops_per_token` for i = 1..P,
+    ``2·N·P + 4·L·H·d_head·P(P+1)/2``. A kernel that skips the masked half (FlashAttention,
+    ``scaled_dot_product_attention(is_causal=True)``) does that work and no more."""
+    attention = 4 * _attention_width(shape)
+    return 2 * shape.params_non_embedding * prompt_len + \
+        attention * prompt_len * (prompt_len + 1) // 2
+
+
+def _attention_width(shape: Shape) -> int:
+    """L·H·d_head, what the attention FLOPs of one token grow by per position attended to."""
+    if not (shape.layers and shape.heads and shape.head_dim):
+        raise ValueError("the attention FLOPs need the shape's layers, dim and heads")
+    return shape.layers * shape.heads * shape.head_dim
 
 
 # --- training memory per GPU --------------------------------------------------------------
@@ -193,3 +222,30 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
     return Memory(shard, PARAM_BYTES * p / shard, GRAD_BYTES * p / shard,
                   OPTIM_BYTES * p / shard, gathered, float(ROOT_BYTES * shape.root_params),
                   float(full), float(ac))
+
+
+# --- inference bytes ----------------------------------------------------------------------
+
+def kv_bytes_per_token(shape: Shape, dtype_bytes: int = 2) -> int:
+    """K and V of every layer for one token of one sequence: ``2·L·kv_heads·d_head`` values."""
+    if not (shape.layers and shape.head_dim):
+        raise ValueError("the KV cache needs the shape's layers, dim and heads")
+    kv_heads = shape.kv_heads or shape.heads or 0
+    return 2 * shape.layers * kv_heads * shape.head_dim * dtype_bytes
+
+
+def decode_weight_bytes(shape: Shape, dtype_bytes: int = 2) -> int:
+    """Bytes of weights a decode step reads: every parameter but the input embedding, whose
+    lookup reads one row per sequence, not the table."""
+    return shape.params_non_embedding * dtype_bytes
+
+
+def resident_weight_bytes(shape: Shape, dtype_bytes: int = 2, tp: int = 1) -> int:
+    """Every weight held in memory, the input embedding included; with ``tp`` GPUs sharing
+    the model (benchmarks/inference/tensor_parallel.py), one GPU's share: the embedding and
+    the norms (two per block and the final one) stay whole on each."""
+    if not (shape.layers and shape.dim):
+        raise ValueError("the weights' split needs the shape's layers and dim")
+    norms = (2 * shape.layers + 1) * shape.dim
+    sharded = shape.params_non_embedding - norms
+    return (sharded // tp + norms + shape.embedding_params) * dtype_bytes

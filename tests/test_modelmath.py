@@ -1,7 +1,9 @@
 """The model arithmetic (benchmarks/modelmath.py) against the model it describes: every
-parameter group counted on a real :class:`benchmarks.fsdp.model.Transformer`, built on the
-meta device so that even 70B costs no memory. The hand-worked figures for the Llama shapes
-are in tests/plan/test_arithmetic.py (parameters, training FLOPs, memory per GPU)."""
+parameter group counted on a real :class:`benchmarks.fsdp.model.Transformer` and the KV bytes
+of a real cache, both built on the meta device so that even 70B costs no memory, and the
+FLOPs counts against each other (training is three forwards, prefill a sum of forwards). The
+hand-worked figures for the Llama shapes are in tests/plan/test_arithmetic.py (parameters,
+training FLOPs, memory per GPU) and tests/inference/test_roofline.py (decode and prefill)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,28 @@ def test_a_bare_parameter_count_shares_the_blocks_evenly() -> None:
     assert (bare.block_params, bare.root_params, bare.embedding_params) == \
         (300_000, 100_000, 100_000)
     assert mm.Shape(1_000_000, 900_000).block_params == 0
+
+
+@pytest.mark.parametrize("name", ["tiny", "8b"])
+def test_training_is_three_forwards_and_prefill_sums_the_causal_positions(name: str) -> None:
+    shape = mm.shape_of(PRESETS[name])
+    # backward costs twice the forward: 6N + 12·L·H·d_head·T = 3 · (2N + 4·L·H·d_head·T)
+    assert mm.training_flops_per_token(shape, 512) == 3 * mm.forward_flops_per_token(shape, 512)
+    # prompt token i attends to i tokens
+    assert mm.prefill_flops(shape, 37) == sum(mm.forward_flops_per_token(shape, i)
+                                              for i in range(1, 38))
+    with pytest.raises(ValueError, match="layers, dim and heads"):
+        mm.forward_flops_per_token(mm.Shape(shape.params, shape.params_non_embedding), 512)
+
+
+@pytest.mark.parametrize(("name", "dtype", "size"), [("tiny", torch.float32, 4),
+                                                     ("8b", torch.bfloat16, 2)])
+def test_kv_bytes_per_token_are_the_caches_bytes(name: str, dtype: torch.dtype,
+                                                 size: int) -> None:
+    from benchmarks.fsdp.model import Transformer
+    from benchmarks.inference.kvcache import KVCache
+
+    with torch.device("meta"):
+        model = Transformer(PRESETS[name])
+    cache = KVCache.empty(model, 3, 14, dtype, torch.device("meta"))
+    assert cache.nbytes == 3 * 14 * mm.kv_bytes_per_token(mm.shape_of(PRESETS[name]), size)

@@ -72,7 +72,7 @@ from benchmarks.fsdp.train import (
     peak_for,
     sizes,
 )
-from benchmarks.modelmath import shape_of, training_flops_per_token
+from benchmarks.modelmath import forward_flops_per_token, shape_of, training_flops_per_token
 
 PHASES = ("weight_sync", "generation", "reward", "training")
 CLIP = 0.2
@@ -245,9 +245,10 @@ def train_rl(cfg: Any, env: distenv.DistEnv, device: torch.device,
     samples = local_prompts * group
     train_tokens = samples * seq_len * cfg.rl_updates
     gen_tokens = samples * new
-    fpt = training_flops_per_token(shape_of(model.args), seq_len)
-    # generation: 2N per token (forward only) plus attention over the cache, ~half the length
-    gen_fpt = 2 * n_non_embedding + 4 * model.args.n_layers * model.args.dim * (plen + new // 2)
+    shape = shape_of(model.args)
+    fpt = training_flops_per_token(shape, seq_len)
+    # generation: the forward pass of a token attending to the cache, ~half the length
+    gen_fpt = forward_flops_per_token(shape, plen + new // 2)
     loop_flops = train_tokens * fpt + gen_tokens * gen_fpt + samples * plen * gen_fpt
     meter = ThroughputMeter(gen_tokens, loop_flops // max(1, gen_tokens), peak,
                             cfg.timing_warmup)

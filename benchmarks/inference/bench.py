@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import faultpoints
+from benchmarks import faultpoints, modelmath
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.inference import roofline
 from benchmarks.record import atomic_write_text, new_record, write_record
@@ -156,7 +156,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         refuse(f"--tensor-parallel {size}: {why} of {args.model}")
     if use_cuda:
         total = torch.cuda.get_device_properties(device).total_memory
-        if (need := roofline.total_param_bytes(shape, 2, tp=size)) > 0.9 * total:
+        need = modelmath.resident_weight_bytes(modelmath.shape_of(shape), 2, tp=size)
+        if need > 0.9 * total:
             refuse(f"the {args.model} shape's bf16 weights ({need / 2**30:.0f} GiB per GPU at "
                    f"tensor parallel {size}) do not fit one {name} ({total / 2**30:.0f} GiB): "
                    "raise --tensor-parallel (more GPUs per node) or use a smaller --model")
@@ -346,8 +347,8 @@ def merge(args: argparse.Namespace) -> int:
                              peak_tflops=settings["peak_tflops"], gpus=size)
     metrics: dict[str, Any] = {
         "prefill": first["prefill"], "decode": first["decode"], "roofline": verdict,
-        "kv_bytes_per_token": roofline.kv_bytes_per_token(
-            shape, roofline.DTYPE_BYTES[first["dtype"]]),
+        "kv_bytes_per_token": modelmath.kv_bytes_per_token(
+            modelmath.shape_of(shape), roofline.DTYPE_BYTES[first["dtype"]]),
         "peak_memory_gib": first["peak_memory_gib"],
         "nodes": [{k: p[k] for k in ("host", "rank", "device_name", "prefill", "decode",
                                      *(("test_time",) if "test_time" in p else ()))}
@@ -357,7 +358,7 @@ def merge(args: argparse.Namespace) -> int:
     reasons = _reasons(metrics)
     rec = new_record("inference", params={
         "mode": "offline", "model": settings["model"],
-        "n_params_non_embedding": roofline.non_embedding_params(shape),
+        "n_params_non_embedding": modelmath.shape_of(shape).params_non_embedding,
         "device": first["device"], "device_name": first["device_name"],
         "dtype": first["dtype"], "nodes_measured": len(parts),
         "decode_path": "cuda-graph" if settings.get("cuda_graph") else "eager",

@@ -1,5 +1,6 @@
 """The roofline of LLM inference for the Llama shapes of benchmarks/fsdp: torch-free, so the
-node, the driver, the report and the tests share one arithmetic.
+node, the driver, the report and the tests share one arithmetic (its FLOPs and bytes are
+:mod:`benchmarks.modelmath`'s).
 
 Decode (one new token per sequence per step) at batch ``b`` must read every weight once per
 step and every sequence's KV cache once; it is bounded by memory bandwidth while
@@ -11,10 +12,10 @@ step and every sequence's KV cache once; it is bounded by memory bandwidth while
     F(C)        = 2N + 4 x layers x heads x head_dim x C      (FLOPs per token, C tokens seen)
 
 The input embedding is a lookup of ``b`` rows, not a read of the table, so it is left out
-(as the FLOPs accounting of benchmarks/fsdp/metrics.py leaves it out of N). Prefill is dense
-matmuls under a causal mask: the prompt's i-th token attends to i tokens, so the prompt
-costs ``sum F(i), i = 1..L = 2N x L + 4 x layers x heads x head_dim x L(L+1)/2`` and
-``tokens/s <= peak x L / that``. A kernel that skips the masked half (FlashAttention,
+(as the training FLOPs, :func:`benchmarks.modelmath.training_flops_per_token`, leave it out
+of N). Prefill is dense matmuls under a causal mask: the prompt's i-th token attends to i
+tokens, so the prompt costs ``sum F(i), i = 1..L = 2N x L + 4 x layers x heads x head_dim x
+L(L+1)/2`` and ``tokens/s <= peak x L / that``. A kernel that skips the masked half (FlashAttention,
 ``scaled_dot_product_attention(is_causal=True)``) does that work and no more; counting the
 whole L x L square (as the training MFU convention does, for comparability) would lower the
 bound and inflate the fraction of it a run reaches (about 35% at 32k tokens on 8B).
@@ -26,6 +27,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from benchmarks.fsdp.config import ModelArgs
+from benchmarks.modelmath import (
+    decode_weight_bytes,
+    forward_flops_per_token,
+    kv_bytes_per_token,
+    prefill_flops,
+    shape_of,
+)
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Memory bandwidth, TB/s, by the exact name torch.cuda.get_device_name returns, for a run given
@@ -33,24 +41,6 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # (benchmarks/fsdp/peaks.py names them; tests/inference/test_roofline.py keeps them equal).
 MEM_BW_TBPS = {"NVIDIA H100 80GB HBM3": 3.35, "NVIDIA H200": 4.8, "NVIDIA A100-SXM4-40GB": 1.555,
                "NVIDIA A100-SXM4-80GB": 2.039, "NVIDIA B200": 8.0, "NVIDIA L40S": 0.864}
-
-
-def non_embedding_params(args: ModelArgs) -> int:
-    """Parameters of the matmuls and norms: every block, the final norm and the output head
-    (equal to ``count_params(Transformer(args))[1]``; tests/inference/test_kvcache.py)."""
-    hd = args.head_dim
-    attention = 2 * args.dim * args.n_heads * hd + 2 * args.dim * args.n_kv_heads * hd
-    block = attention + 3 * args.dim * args.ffn_dim + 2 * args.dim
-    return args.n_layers * block + args.dim + args.dim * args.vocab_size
-
-
-def total_param_bytes(args: ModelArgs, dtype_bytes: int = 2, tp: int = 1) -> int:
-    """Every weight held in memory, the input embedding included; with ``tp`` GPUs sharing
-    the model (benchmarks/inference/tensor_parallel.py), one GPU's share: the embedding and
-    the norms stay whole on each."""
-    norms = (2 * args.n_layers + 1) * args.dim
-    sharded = non_embedding_params(args) - norms
-    return (sharded // tp + norms + args.vocab_size * args.dim) * dtype_bytes
 
 
 def tensor_parallel_problem(args: ModelArgs, size: int) -> str | None:
@@ -63,22 +53,6 @@ def tensor_parallel_problem(args: ModelArgs, size: int) -> str | None:
         if count % size:
             return f"{size} ranks do not divide the shape's {count} {what}"
     return None
-
-
-def weight_bytes(args: ModelArgs, dtype_bytes: int = 2) -> int:
-    """Bytes of weights read per decode step."""
-    return non_embedding_params(args) * dtype_bytes
-
-
-def kv_bytes_per_token(args: ModelArgs, dtype_bytes: int = 2) -> int:
-    """K and V of every layer for one token of one sequence."""
-    return 2 * args.n_layers * args.n_kv_heads * args.head_dim * dtype_bytes
-
-
-def flops_per_token(args: ModelArgs, context: int) -> int:
-    """Forward FLOPs of one token that attends to ``context`` tokens."""
-    return 2 * non_embedding_params(args) + 4 * args.n_layers * args.n_heads * args.head_dim * \
-        context
 
 
 @dataclass(frozen=True)
@@ -97,24 +71,18 @@ class Bound:
 def decode_bound(args: ModelArgs, batch: int, context: int, *, mem_bw_tbps: float,
                  peak_tflops: float, dtype_bytes: int = 2) -> Bound:
     """Aggregate decode tokens/s at ``batch`` sequences with ``context`` cached tokens each."""
-    nbytes = weight_bytes(args, dtype_bytes) + batch * context * kv_bytes_per_token(
-        args, dtype_bytes)
-    flops = batch * flops_per_token(args, context)
+    shape = shape_of(args)
+    nbytes = decode_weight_bytes(shape, dtype_bytes) + batch * context * kv_bytes_per_token(
+        shape, dtype_bytes)
+    flops = batch * forward_flops_per_token(shape, context)
     memory_s, compute_s = nbytes / (mem_bw_tbps * 1e12), flops / (peak_tflops * 1e12)
     step = max(memory_s, compute_s)
     return Bound(batch / step, "memory" if memory_s >= compute_s else "compute", nbytes, flops)
 
 
-def prefill_flops(args: ModelArgs, prompt_len: int) -> int:
-    """Forward FLOPs of a whole prompt under a causal mask: token i attends to i tokens."""
-    attention = 4 * args.n_layers * args.n_heads * args.head_dim
-    return 2 * non_embedding_params(args) * prompt_len + \
-        attention * prompt_len * (prompt_len + 1) // 2
-
-
 def prefill_bound(args: ModelArgs, prompt_len: int, *, peak_tflops: float) -> Bound:
     """Prefill tokens/s of one prompt of ``prompt_len`` tokens (module docstring)."""
-    flops = prefill_flops(args, prompt_len)
+    flops = prefill_flops(shape_of(args), prompt_len)
     return Bound(peak_tflops * 1e12 * prompt_len / flops, "compute", 0, flops)
 
 

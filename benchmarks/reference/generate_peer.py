@@ -28,6 +28,7 @@ from typing import Any
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.inference import roofline
 from benchmarks.inference.bench import _ints
+from benchmarks.modelmath import shape_of
 from benchmarks.record import new_record, write_record
 
 IMPLEMENTATION = "reference: transformers LlamaForCausalLM.generate, greedy, default cache"
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         mem_bw_tbps=roofline.MEM_BW_TBPS.get(name), peak_tflops=peak_tflops_for(name))
     rec = new_record("inference", params={
         "mode": "offline", "implementation": IMPLEMENTATION, "model": a.model,
-        "n_params_non_embedding": roofline.non_embedding_params(shape), "device": device.type,
+        "n_params_non_embedding": shape_of(shape).params_non_embedding, "device": device.type,
         "device_name": name, "dtype": str(dtype).removeprefix("torch."),
         "batch_sizes": a.batch_sizes, "context": a.context, "decode_tokens": a.decode_tokens},
         metrics=metrics, status="PASS", reasons=[IMPLEMENTATION])

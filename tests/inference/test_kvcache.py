@@ -1,14 +1,14 @@
 """The KV-cache forward gives the training forward's logits, and the roofline's parameter
-count is the model's."""
+count (benchmarks/modelmath.py) is the model's."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from benchmarks import modelmath
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.fsdp.model import Transformer, count_params
-from benchmarks.inference import roofline
 from benchmarks.inference.kvcache import KVCache, forward
 
 
@@ -53,7 +53,7 @@ def test_misuse_is_refused(model: Transformer) -> None:
 def test_roofline_counts_the_models_parameters(name: str) -> None:
     with torch.device("meta"):
         model = Transformer(PRESETS[name])
-    assert roofline.non_embedding_params(PRESETS[name]) == count_params(model)[1]
+    assert modelmath.shape_of(PRESETS[name]).params_non_embedding == count_params(model)[1]
 
 
 def test_node_refuses_what_it_cannot_run_in_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -84,7 +84,7 @@ def test_benchmark_model_is_built_in_its_dtype_with_float32_rotary_angles() -> N
     assert model.layers["0"].attention.wq.weight.float().std() > 0.01  # initialised
     with torch.device("meta"):
         full = Transformer(a)
-    assert roofline.total_param_bytes(a, 2) == 2 * count_params(full)[0]
+    assert modelmath.resident_weight_bytes(modelmath.shape_of(a), 2) == 2 * count_params(full)[0]
 
 
 def test_static_decode_matches_the_dynamic_one(model: Transformer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import modelmath
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.inference import roofline
 from toolkit import catalog
@@ -33,9 +34,10 @@ def test_hand_worked_figures_are_what_they_say() -> None:
 
 
 def test_8b_decode_on_h100_at_batch_1_and_64() -> None:
-    assert roofline.non_embedding_params(EIGHT_B) == PARAMS
-    assert roofline.weight_bytes(EIGHT_B) == WEIGHT_BYTES
-    assert roofline.kv_bytes_per_token(EIGHT_B) == KV_PER_TOKEN
+    shape = modelmath.shape_of(EIGHT_B)
+    assert shape.params_non_embedding == PARAMS
+    assert modelmath.decode_weight_bytes(shape) == WEIGHT_BYTES
+    assert modelmath.kv_bytes_per_token(shape) == KV_PER_TOKEN
     h100 = catalog.get("p5.48xlarge").accelerator
     assert h100 is not None and h100.mem_bw_tbps == 3.35
     for batch, nbytes, bound in ((1, BYTES_B1, BOUND_B1), (64, BYTES_B64, BOUND_B64)):

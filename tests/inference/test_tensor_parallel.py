@@ -14,9 +14,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from typer.testing import CliRunner
 
+from benchmarks import modelmath
 from benchmarks.fsdp.config import PRESETS
 from benchmarks.fsdp.model import Transformer, TransformerBlock
-from benchmarks.inference import roofline, tensor_parallel
+from benchmarks.inference import tensor_parallel
 from benchmarks.inference.kvcache import KVCache, decode_static, forward
 from toolkit.bench.inference import driver
 from toolkit.cli import app, main
@@ -58,7 +59,8 @@ def test_ranks_sharing_the_model_give_its_logits(tmp_path: Path, size: int) -> N
     whole = KVCache.empty(Transformer(TINY), 3, 14, torch.float32, torch.device("cpu"))
     assert sum(r["kv"] for r in results) == whole.nbytes
     # one rank's weights are what the roofline's memory check counts for one GPU
-    assert results[0]["params"] * 2 == roofline.total_param_bytes(TINY, 2, tp=size)
+    assert results[0]["params"] * 2 == modelmath.resident_weight_bytes(
+        modelmath.shape_of(TINY), 2, tp=size)
 
 
 def test_a_rank_built_from_nothing_has_its_shards_shapes() -> None:
@@ -79,7 +81,7 @@ def test_a_rank_built_from_nothing_has_its_shards_shapes() -> None:
 
 def test_70b_needs_two_h200s_four_h100s_eight_a100s() -> None:
     seventy = PRESETS["70b"]
-    share = roofline.total_param_bytes(seventy, 2, tp=2)
+    share = modelmath.resident_weight_bytes(modelmath.shape_of(seventy), 2, tp=2)
     # 69.5 B sharded params / 2 + 1.05 B embedding + norms, in bf16
     assert share == pytest.approx(71.6e9, rel=0.01)
     assert driver.fewest_gpus("70b", 143_771 * 2**20, 8) == 2  # H200: 71.6 GB <= 80% of 150.8

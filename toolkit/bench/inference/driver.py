@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fsdp.config import PRESETS
-from benchmarks.inference.roofline import tensor_parallel_problem, total_param_bytes
+from benchmarks.inference.roofline import tensor_parallel_problem
+from benchmarks.modelmath import resident_weight_bytes, shape_of
 from benchmarks.record import read_record, write_record
 from toolkit import catalog, slurm
 from toolkit.bench.jobrun import Ran
@@ -213,7 +214,7 @@ def fewest_gpus(model: str, gpu_bytes: int, gpus: int) -> int:
     size = 1
     while size <= gpus:
         if tensor_parallel_problem(shape, size) is None and \
-                total_param_bytes(shape, 2, tp=size) <= 0.8 * gpu_bytes:
+                resident_weight_bytes(shape_of(shape), 2, tp=size) <= 0.8 * gpu_bytes:
             return size
         size *= 2
     return max(gpus, 1)
