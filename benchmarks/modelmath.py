@@ -1,13 +1,15 @@
 """The arithmetic of a Llama-style model shape, in one place and without torch: parameters by
 group, FLOPs per token (training, and the forward pass of inference), the memory an FSDP2
-training run needs per GPU, and the bytes inference reads (weights, KV cache).
+training run needs per GPU, the bytes FSDP moves per step, and the bytes inference reads
+(weights, KV cache).
 
 Both sides use it: the node (``benchmarks.fsdp.train`` counts MFU and picks its GPU defaults
 with it, benchmarks/fsdp/defaults.py; benchmarks/inference/roofline.py bounds decode and
 prefill with it) and the driver (``pctk plan`` sizes clusters with it, toolkit/plan;
-``pctk bench inference`` picks its tensor-parallel size with it), so the figure the planner
-promises and the one a run reports come from the same formula. The parameter counts are
-checked against a real :class:`benchmarks.fsdp.model.Transformer`
+``pctk diagnose`` and ``pctk bench scaling`` predict communication with it,
+toolkit/results; ``pctk bench inference`` picks its tensor-parallel size with it), so the
+figure the planner promises and the one a run reports come from the same formula. The
+parameter counts are checked against a real :class:`benchmarks.fsdp.model.Transformer`
 (:func:`benchmarks.fsdp.model.count_params`) in tests/test_modelmath.py.
 
 The shape is the one ``pctk bench fsdp`` builds (benchmarks/fsdp/model.py): grouped-query
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.fsdp.config import ModelArgs
+from benchmarks.vocab import busbw_factor
 
 GIB = 2**30
 
@@ -222,6 +225,84 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
     return Memory(shard, PARAM_BYTES * p / shard, GRAD_BYTES * p / shard,
                   OPTIM_BYTES * p / shard, gathered, float(ROOT_BYTES * shape.root_params),
                   float(full), float(ac))
+
+
+# --- FSDP communication per step ----------------------------------------------------------
+
+REDUCE_BYTES = 4  # gradients are reduced in fp32 (MixedPrecisionPolicy reduce_dtype)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One kind of collective in a step, summed over its calls."""
+
+    phase: str  # "forward all-gather", ...
+    collective: str  # nccl-tests name
+    size_bytes: int  # summed over the calls of this step
+    ranks: int  # ranks in the group it runs over
+
+    @property
+    def factor(self) -> float:
+        return busbw_factor(self.collective, self.ranks) if self.ranks > 1 else 0.0
+
+    @property
+    def bus_bytes(self) -> float:
+        """Bytes through each rank's link (the size times the busbw factor)."""
+        return self.size_bytes * self.factor
+
+    def seconds(self, busbw_gb_per_s: float) -> float:
+        return self.bus_bytes / (busbw_gb_per_s * 1e9) if busbw_gb_per_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"phase": self.phase, "collective": self.collective,
+                "size_bytes": self.size_bytes, "ranks": self.ranks, "factor": self.factor,
+                "bus_bytes": self.bus_bytes}
+
+
+def fsdp_step(shape: Shape, *, world: int, ranks_per_node: int, hsdp: bool = False,
+              param_bytes: int = 2) -> list[Transfer]:
+    """The transfers of one training step of every rank.
+
+    The layout is the one ``pctk bench fsdp`` builds (:mod:`benchmarks.fsdp.parallelize`):
+    ``fully_shard`` on each transformer block, then on the root (input embedding, final norm,
+    output projection). Per step, with P_b a block's parameters, P_root the root's, L blocks:
+
+    - forward: each block and the root all-gather their parameters in the compute dtype
+      (bf16 on GPUs, fp32 on CPUs: ``param_bytes``): ``(L·P_b + P_root)·b_param`` bytes;
+    - backward: the blocks resharded after forward are gathered again; the last block is not
+      (``reshard_after_forward=False``, it is needed at once) and neither is the root (FSDP2
+      keeps the root gathered): ``(L-1)·P_b·b_param``;
+    - gradients: one reduce-scatter per group in the reduce dtype (fp32):
+      ``(L·P_b + P_root)·4``;
+    - HSDP (``hsdp``): the gathers and reduce-scatters stay inside a node (the shard group);
+      then each rank all-reduces its gradient shard across the nodes (the replica group):
+      ``(L·P_b + P_root)/ranks_per_node·4`` bytes over ``nodes`` ranks.
+
+    ``size_bytes`` is the collective's buffer as nccl-tests counts it (an all-gather's output,
+    a reduce-scatter's input); the bytes that cross each rank's link are ``size × busbw
+    factor`` (:func:`benchmarks.vocab.busbw_factor`), so the time at a bus bandwidth B is
+    ``size × factor / B``.
+    """
+    if not shape.layers:
+        raise ValueError("FSDP's transfers need the shape's layers")
+    total = shape.layers * shape.block_params + shape.root_params
+    regathered = (shape.layers - 1) * shape.block_params
+    shard = ranks_per_node if hsdp else world
+    out = [
+        Transfer("forward all-gather", "all_gather", total * param_bytes, shard),
+        Transfer("backward all-gather", "all_gather", regathered * param_bytes, shard),
+        Transfer("gradient reduce-scatter", "reduce_scatter", total * REDUCE_BYTES, shard),
+    ]
+    if hsdp:
+        replicas = world // ranks_per_node if ranks_per_node else 1
+        out.append(Transfer("HSDP replica all-reduce", "all_reduce",
+                            total * REDUCE_BYTES // max(1, ranks_per_node), replicas))
+    return out
+
+
+def step_seconds(transfers: list[Transfer], busbw_gb_per_s: float) -> float:
+    """Time of every transfer, one after another, at one bus bandwidth."""
+    return sum(t.seconds(busbw_gb_per_s) for t in transfers)
 
 
 # --- inference bytes ----------------------------------------------------------------------

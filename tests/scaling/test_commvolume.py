@@ -1,11 +1,12 @@
-"""FSDP communication per step for the Llama 3.1 8B shape, against a hand computation."""
+"""FSDP communication per step for the Llama 3.1 8B shape (benchmarks/modelmath.py), against a
+hand computation."""
 
 from __future__ import annotations
 
 import pytest
 
 from benchmarks.fsdp.config import preset
-from toolkit.results import commvolume
+from benchmarks.modelmath import fsdp_step, shape_of, step_seconds
 
 
 def test_8b_fsdp_volumes_match_hand_computation() -> None:
@@ -29,18 +30,18 @@ def test_8b_fsdp_volumes_match_hand_computation() -> None:
     bus = (fwd_ag + bwd_ag + rs) * ring
     assert bus == pytest.approx(57_847_979_520.0)  # 61,704,511,488 x 15/16
 
-    got = commvolume.fsdp_step(preset("8b"), world=world, ranks_per_node=8)
+    got = fsdp_step(shape_of(preset("8b")), world=world, ranks_per_node=8)
     assert [(t.phase, t.size_bytes, t.ranks) for t in got] == [
         ("forward all-gather", fwd_ag, 16), ("backward all-gather", bwd_ag, 16),
         ("gradient reduce-scatter", rs, 16)]
     assert sum(t.bus_bytes for t in got) == pytest.approx(bus)
     # at 400 GB/s busbw: 57.848 GB / 400 GB/s = 0.14462 s per step
-    assert commvolume.step_seconds(got, 400.0) == pytest.approx(0.14462, rel=1e-4)
+    assert step_seconds(got, 400.0) == pytest.approx(0.14462, rel=1e-4)
 
 
 def test_8b_hsdp_adds_the_replica_all_reduce() -> None:
     total = 8_030_261_248
-    got = commvolume.fsdp_step(preset("8b"), world=32, ranks_per_node=8, hsdp=True)
+    got = fsdp_step(shape_of(preset("8b")), world=32, ranks_per_node=8, hsdp=True)
     assert [t.ranks for t in got] == [8, 8, 8, 4]  # shards in a node, 4 replicas
     replica = got[-1]
     assert replica.collective == "all_reduce"
@@ -49,5 +50,5 @@ def test_8b_hsdp_adds_the_replica_all_reduce() -> None:
 
 
 def test_one_rank_moves_nothing() -> None:
-    got = commvolume.fsdp_step(preset("1b"), world=1, ranks_per_node=1)
-    assert commvolume.step_seconds(got, 100.0) == 0.0
+    got = fsdp_step(shape_of(preset("1b")), world=1, ranks_per_node=1)
+    assert step_seconds(got, 100.0) == 0.0

@@ -44,7 +44,7 @@ from typing import Any
 
 from benchmarks.fsdp.config import ModelArgs
 from benchmarks.fsdp.stragglers import compute_straggler
-from toolkit.results import commvolume
+from benchmarks.modelmath import Transfer, fsdp_step, shape_of
 
 BOTTLENECKS = ("compute", "interconnect", "straggler", "storage", "overhead",
                "twin-shared-cpu")
@@ -116,13 +116,13 @@ def link_threshold(rec: dict[str, Any]) -> float:
     return LINK_OUTLIER_TWIN if (rec.get("cluster") or {}).get("twin") else LINK_OUTLIER
 
 
-def transfers_of(rec: dict[str, Any]) -> list[commvolume.Transfer]:
+def transfers_of(rec: dict[str, Any]) -> list[Transfer]:
     p = rec["params"]
     args = ModelArgs(**{k: v for k, v in p["model_args"].items()
                         if k in ModelArgs.__dataclass_fields__})
-    return commvolume.fsdp_step(args, world=p["world_size"], ranks_per_node=p["ranks_per_node"],
-                                hsdp=bool(p.get("hsdp")),
-                                param_bytes=2 if p.get("param_dtype") == "bfloat16" else 4)
+    return fsdp_step(shape_of(args), world=p["world_size"], ranks_per_node=p["ranks_per_node"],
+                     hsdp=bool(p.get("hsdp")),
+                     param_bytes=2 if p.get("param_dtype") == "bfloat16" else 4)
 
 
 def _size(gb: float) -> str:

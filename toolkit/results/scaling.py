@@ -6,7 +6,7 @@ size (weak and strong scaling alike: 1.0 is perfect), each at the run's median s
 The prediction starts from the smallest size's measured step (step_1, its compute part
 compute_1) and adds the communication the bigger size needs beyond the base's,
 ``extra = max(0, comm_N - comm_1)``,
-each the time of FSDP's traffic (:mod:`toolkit.results.commvolume`) at a bus bandwidth
+each the time of FSDP's traffic (:func:`benchmarks.modelmath.fsdp_step`) at a bus bandwidth
 (:func:`busbw_for`; comm_1 is 0 for one rank):
 
 - without overlap: ``step_1 - compute_1 + compute_N + extra``;
@@ -26,8 +26,9 @@ import statistics
 from typing import Any
 
 from benchmarks import record as records
+from benchmarks.modelmath import step_seconds
 from toolkit import catalog
-from toolkit.results import commvolume, diagnose
+from toolkit.results import diagnose
 from toolkit.results.diagnose import Busbw
 from toolkit.results.metrics import BUSBW_KINDS, busbw_curves
 from toolkit.results.store import ResultStore, group_key
@@ -88,9 +89,9 @@ def predict(base: dict[str, Any], rec: dict[str, Any], busbw: Busbw | None,
         return {"busbw_gb_per_s": None, "busbw_source": "none: no stored record, catalog "
                 "figure or link probe", "comm_s": None, "efficiency_no_overlap": None,
                 "efficiency_overlap": None}
-    comm = commvolume.step_seconds(diagnose.transfers_of(rec), busbw.gb_per_s)
+    comm = step_seconds(diagnose.transfers_of(rec), busbw.gb_per_s)
     base_transfers = diagnose.transfers_of(base)
-    base_comm = (commvolume.step_seconds(base_transfers, (base_busbw or busbw).gb_per_s)
+    base_comm = (step_seconds(base_transfers, (base_busbw or busbw).gb_per_s)
                  if any(t.bus_bytes for t in base_transfers) else 0.0)
     scale = p["world_size"] / p_base["world_size"] if strong else 1.0
     compute = mean["compute"] / scale
