@@ -1,7 +1,7 @@
 """The arithmetic of a Llama-style model shape, in one place and without torch: parameters by
 group, FLOPs per token (training, and the forward pass of inference), the memory an FSDP2
-training run needs per GPU, the bytes FSDP moves per step, and the bytes inference reads
-(weights, KV cache).
+training run needs per GPU, the bytes FSDP moves per step, the bytes inference reads
+(weights, KV cache) and what a million generated tokens cost.
 
 Both sides use it: the node (``benchmarks.fsdp.train`` counts MFU and picks its GPU defaults
 with it, benchmarks/fsdp/defaults.py; benchmarks/inference/roofline.py bounds decode and
@@ -330,3 +330,14 @@ def resident_weight_bytes(shape: Shape, dtype_bytes: int = 2, tp: int = 1) -> in
     norms = (2 * shape.layers + 1) * shape.dim
     sharded = shape.params_non_embedding - norms
     return (sharded // tp + norms + shape.embedding_params) * dtype_bytes
+
+
+# --- cost ---------------------------------------------------------------------------------
+
+def usd_per_million_tokens(price_usd_per_hour: float | None, tokens_per_s: float
+                           ) -> float | None:
+    """What a million tokens cost at ``tokens_per_s`` when the hardware that makes them is
+    paid ``price_usd_per_hour``; None without a price or without tokens."""
+    if not price_usd_per_hour or tokens_per_s <= 0:
+        return None
+    return price_usd_per_hour / 3600 / tokens_per_s * 1e6

@@ -1,9 +1,11 @@
 """The model arithmetic (benchmarks/modelmath.py) against the model it describes: every
 parameter group counted on a real :class:`benchmarks.fsdp.model.Transformer` and the KV bytes
-of a real cache, both built on the meta device so that even 70B costs no memory, and the
-FLOPs counts against each other (training is three forwards, prefill a sum of forwards). The
-hand-worked figures for the Llama shapes are in tests/plan/test_arithmetic.py (parameters,
-training FLOPs, memory per GPU) and tests/inference/test_roofline.py (decode and prefill)."""
+of a real cache, both built on the meta device so that even 70B costs no memory; the FLOPs
+counts against each other (training is three forwards, prefill a sum of forwards); the cost
+of a million tokens worked by hand. The hand-worked figures for the Llama shapes are in
+tests/plan/test_arithmetic.py (parameters, training FLOPs, memory per GPU),
+tests/inference/test_roofline.py (decode and prefill) and tests/scaling/test_commvolume.py
+(FSDP's traffic)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,10 @@ import pytest
 from benchmarks import modelmath as mm
 from benchmarks.fsdp.config import PRESETS
 
-torch = pytest.importorskip("torch")
-
 
 def _counted(name: str) -> dict[str, int]:
     """Parameters of the benchmark's model by group, counted on its modules."""
+    torch = pytest.importorskip("torch")
     from benchmarks.fsdp.model import Transformer, count_params
 
     with torch.device("meta"):
@@ -62,14 +63,22 @@ def test_training_is_three_forwards_and_prefill_sums_the_causal_positions(name: 
         mm.forward_flops_per_token(mm.Shape(shape.params, shape.params_non_embedding), 512)
 
 
-@pytest.mark.parametrize(("name", "dtype", "size"), [("tiny", torch.float32, 4),
-                                                     ("8b", torch.bfloat16, 2)])
-def test_kv_bytes_per_token_are_the_caches_bytes(name: str, dtype: torch.dtype,
-                                                 size: int) -> None:
+@pytest.mark.parametrize(("name", "dtype", "size"), [("tiny", "float32", 4),
+                                                     ("8b", "bfloat16", 2)])
+def test_kv_bytes_per_token_are_the_caches_bytes(name: str, dtype: str, size: int) -> None:
+    torch = pytest.importorskip("torch")
     from benchmarks.fsdp.model import Transformer
     from benchmarks.inference.kvcache import KVCache
 
     with torch.device("meta"):
         model = Transformer(PRESETS[name])
-    cache = KVCache.empty(model, 3, 14, dtype, torch.device("meta"))
+    cache = KVCache.empty(model, 3, 14, getattr(torch, dtype), torch.device("meta"))
     assert cache.nbytes == 3 * 14 * mm.kv_bytes_per_token(mm.shape_of(PRESETS[name]), size)
+
+
+def test_cost_of_a_million_tokens() -> None:
+    # a node at $98.32/h makes 2,500 tokens/s: 98.32 / 3600 = $0.027311 a second,
+    # / 2500 = $1.0924e-5 a token, $10.9244 a million
+    assert mm.usd_per_million_tokens(98.32, 2500.0) == pytest.approx(10.9244, abs=1e-4)
+    assert mm.usd_per_million_tokens(None, 2500.0) is None  # no price, no figure
+    assert mm.usd_per_million_tokens(98.32, 0.0) is None  # nothing came out

@@ -383,12 +383,10 @@ def _cost(parts: list[dict[str, Any]], price: float | None, gpus: int, tp: int =
     per_node = [p["test_time"]["tokens_per_s"] for p in parts]
     replicas = max(gpus // tp, 1)
     node_rate = statistics.mean(per_node) * replicas
-    row = {**parts[0]["test_time"], "tokens_per_s_per_node": node_rate,
-           "tokens_per_s_all_nodes": node_rate * len(parts), "replicas_per_node": replicas,
-           "price_usd_per_hour": price, "usd_per_million_output_tokens": None}
-    if price:
-        row["usd_per_million_output_tokens"] = price / 3600 / node_rate * 1e6
-    return row
+    return {**parts[0]["test_time"], "tokens_per_s_per_node": node_rate,
+            "tokens_per_s_all_nodes": node_rate * len(parts), "replicas_per_node": replicas,
+            "price_usd_per_hour": price,
+            "usd_per_million_output_tokens": modelmath.usd_per_million_tokens(price, node_rate)}
 
 
 def _reasons(metrics: dict[str, Any]) -> list[str]:

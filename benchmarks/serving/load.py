@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.modelmath import usd_per_million_tokens
 from benchmarks.record import new_record, write_record
 
 CORPUS = Path(__file__).with_name("corpus.txt")
@@ -241,14 +242,6 @@ async def run_level(session: Any, url: str, model: str, args: argparse.Namespace
                      args.price_usd_per_hour)
 
 
-def cost_per_million(price_usd_per_hour: float | None, tokens_per_s: float) -> float | None:
-    """What a million output tokens cost at this rate when the server's node is paid for by
-    the hour (the whole node serves: vLLM's tensor parallel takes all its GPUs)."""
-    if not price_usd_per_hour or tokens_per_s <= 0:
-        return None
-    return price_usd_per_hour / 3600 / tokens_per_s * 1e6
-
-
 def summarize(rows: list[dict[str, Any]], concurrency: int, wall: float, slo_ttft: float,
               slo_tpot: float, price_usd_per_hour: float | None = None) -> dict[str, Any]:
     ok = [r for r in rows if r["ok"]]
@@ -270,8 +263,10 @@ def summarize(rows: list[dict[str, Any]], concurrency: int, wall: float, slo_ttf
         "e2e_s": spread([r["e2e_s"] for r in ok]),
         "slo_met": len(good), "goodput_requests_per_s": len(good) / wall,
         "slo_met_fraction": len(good) / len(rows) if rows else 0.0,
-        "usd_per_million_output_tokens": cost_per_million(price_usd_per_hour,
-                                                          out_tokens / wall),
+        # the whole node serves (vLLM's tensor parallel takes all its GPUs): its hourly price
+        # buys these tokens
+        "usd_per_million_output_tokens": usd_per_million_tokens(price_usd_per_hour,
+                                                                out_tokens / wall),
     }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.modelmath import usd_per_million_tokens
 from benchmarks.record import validate_record
 from benchmarks.serving import load
 from toolkit import catalog
@@ -120,7 +121,7 @@ def test_level_figures_percentiles_and_goodput() -> None:
     priced = load.summarize(rows, concurrency=2, wall=2.0, slo_ttft=0.35, slo_tpot=0.02,
                             price_usd_per_hour=36.0)
     assert priced["usd_per_million_output_tokens"] == pytest.approx(1000.0)
-    assert load.cost_per_million(36.0, 0.0) is None  # nothing came out: no figure
+    assert usd_per_million_tokens(36.0, 0.0) is None  # nothing came out: no figure
     status, reasons = load.verdict([level])
     assert status == "WARN" and "1 of 5 requests failed (HTTP 503: busy)" in reasons[0]
     rec = {"params": {"backend": "vllm", "server_host": "n1", "model_id": "m",
