@@ -1,4 +1,6 @@
-"""The planner's arithmetic against cases worked out by hand, step by step, below."""
+"""The planner's arithmetic (toolkit/plan/model.py, and benchmarks/modelmath.py for what it
+shares with the node: parameters, FLOPs, memory per GPU) against cases worked out by hand,
+step by step, below."""
 
 from __future__ import annotations
 
