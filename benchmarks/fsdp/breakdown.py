@@ -6,7 +6,8 @@ seconds (the record keeps every rank's mean over the timed steps, so the parts a
 - ``fwd_bwd``: forward, loss and backward as trained, FSDP's all-gathers and gradient
   reduce-scatters included;
 - ``compute``: the same forward and backward without any communication, measured after
-  training as the median of ``--breakdown-ref-steps`` extra passes over the last batch, with
+  training as the mean of extra passes over the last batch (``--breakdown-ref-steps`` of them
+  and at least :data:`REFERENCE_WINDOW_S` seconds' worth), with
   every FSDP module's parameters kept gathered and gradient sync off (FSDP2's
   ``set_reshard_after_forward/backward(False)``, ``set_requires_gradient_sync(False)``); no
   optimizer step follows them, so training is unchanged;
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from typing import Any
@@ -130,11 +130,27 @@ def fits_gathered(n_params: int, device: torch.device) -> bool:
     return n_params * 6 <= 0.5 * torch.cuda.get_device_properties(device).total_memory
 
 
+# The compute reference runs for at least this long (and at least --breakdown-ref-steps
+# passes), and its figure is the mean pass: a node slowed in bursts (a CPU quota runs it at
+# full speed for part of each 100 ms period and stalls it for the rest, as a power cap
+# or thermal throttle on a GPU also comes and goes) shows in a mean over several periods;
+# the median of three passes of a few ms each, which fit between two stalls, showed nothing
+# the figure drops its slowest pass when there are enough (one pass that met a hiccup, such
+# as a wait left over from the parameters' gather, is not the node's speed); short passes
+# run until there are that many, within a second
+REFERENCE_WINDOW_S = 0.3
+REFERENCE_MAX_PASSES = 200
+REFERENCE_TRIMMED_PASSES = 8
+
+
 def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
                       passes: int, device: torch.device) -> float | None:
-    """Median seconds of a forward+backward with no communication (module docstring).
+    """Mean seconds of a forward+backward with no communication (module docstring), over
+    at least ``passes`` passes and :data:`REFERENCE_WINDOW_S`, less the slowest pass of
+    :data:`REFERENCE_TRIMMED_PASSES` or more.
 
-    Collective across the mesh: the first pass gathers every module's parameters once. Leaves
+    Collective across the mesh: the first pass gathers every module's parameters once (the
+    timed passes communicate nothing, so ranks may run different numbers of them). Leaves
     the model resharded with no gradients."""
     import torch.nn.functional as F
 
@@ -147,9 +163,12 @@ def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
         m.set_requires_gradient_sync(False, recurse=False)
     inputs, targets = batch
     clock = PhaseClock(device)
-    times = []
+    times: list[float] = []
     try:
-        for i in range(passes + 1):  # the first gathers the parameters: not timed
+        i = 0  # the first pass gathers the parameters: not timed
+        while i <= passes or (len(times) < REFERENCE_MAX_PASSES and (
+                sum(times) < REFERENCE_WINDOW_S
+                or (len(times) < REFERENCE_TRIMMED_PASSES and sum(times) < 1.0))):
             clock.start()
             logits = model(inputs)
             F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten()).backward()
@@ -158,6 +177,7 @@ def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
                 times.append(clock.spans()[0])
             elif device.type == "cuda":
                 torch.cuda.synchronize(device)
+            i += 1
     finally:
         for m in mods:
             m.reshard()
@@ -165,7 +185,8 @@ def compute_reference(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
         for m in mods:
             m.set_requires_gradient_sync(True, recurse=False)
             m.set_reshard_after_backward(True, recurse=False)
-    return statistics.median(times)  # a busy host's one slow pass does not count
+    kept = sorted(times)[:-1] if len(times) >= REFERENCE_TRIMMED_PASSES else times
+    return sum(kept) / len(kept)
 
 
 def link_probe(nbytes: int, mesh: Any, device: torch.device) -> tuple[float | None, str | None]:
