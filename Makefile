@@ -42,7 +42,7 @@ help:
 	@echo "make demo   - start the local Slurm twin, run the main job, print the results"
 	@echo "make test   - run the tests (on the real twin)"
 	@echo "make check  - the quick tier: lint and the tests that need no Slurm twin (minutes)"
-	@echo "make lint   - ruff and mypy"
+	@echo "make lint   - ruff, mypy, shellcheck and the docs site (mkdocs --strict)"
 	@echo "make deps   - install the Debian packages (root)"
 	@echo "make venv   - create $(VENV) with pctk and its dependencies"
 	@echo "make clean  - stop the default twin, remove $(VENV) and out/"
@@ -114,6 +114,7 @@ lint: venv
 	$(VENV)/bin/ruff check toolkit benchmarks tests
 	$(VENV)/bin/mypy
 	shellcheck sbatch/*
+	$(VENV)/bin/mkdocs build --strict --site-dir out/site
 
 demo: deps venv
 	$(PCTK) demo --run-dir $(DEMO_DIR) $(if $(SLURM),--slurm $(SLURM))
