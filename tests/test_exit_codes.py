@@ -1,4 +1,4 @@
-"""One table of exit codes (README, "The commands"; toolkit/cliout.py), and each command's
+"""One table of exit codes (docs/commands.md, "Exit codes"; toolkit/cliout.py), and each command's
 typical outcomes held to it, run through the console script as a user runs them.
 
 Interrupted (130) needs a running job: tests/fsdp/test_twin.py and tests/storage/test_twin.py
@@ -19,25 +19,25 @@ from toolkit.cliout import EXIT_CODES, FAILED, NAGIOS_COMMANDS, NOT_RUNNING, OK,
 from toolkit.paths import preset_path
 
 PCTK = Path(sys.executable).parent / "pctk"
-README = Path(__file__).resolve().parents[1] / "README.md"
+COMMANDS_DOC = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
 NCCL = Path(__file__).resolve().parent / "nccl" / "fixtures"
 GOOD_LOG = NCCL / "13_nccl-tests-331-sendrecv-a100-nthread2-info.log"
 FAILED_LOG = NCCL / "14_nccl-tests-37-allgather-v100-oldest-format-failed.log"
 P5 = preset_path("p5-training")
 
 
-def readme_table() -> dict[int, str]:
-    """code -> meaning, from the README's table of exit codes."""
-    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", README.read_text(), re.M)
+def docs_table() -> dict[int, str]:
+    """code -> meaning, from the table of exit codes in docs/commands.md."""
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", COMMANDS_DOC.read_text(), re.M)
     return {int(code): meaning.strip() for code, meaning in rows}
 
 
-def test_the_readme_table_is_cliouts_table() -> None:
-    table = readme_table()
+def test_the_docs_table_is_cliouts_table() -> None:
+    table = docs_table()
     assert sorted(table) == sorted(EXIT_CODES)
     for code, meaning in EXIT_CODES.items():
         assert table[code].startswith(meaning), (code, table[code])
-    assert "`pctk health run` answers in Nagios codes" in README.read_text()
+    assert "`pctk health run` answers in Nagios codes" in COMMANDS_DOC.read_text()
 
 
 def _bad_config(tmp: Path) -> Path:
@@ -81,7 +81,7 @@ def test_each_commands_typical_outcome_has_its_documented_code(tmp_path: Path,
     assert r.returncode == code, (r.returncode, r.stderr[-800:])
     command = "pctk " + " ".join(argv[:2])
     if command not in NAGIOS_COMMANDS:
-        assert code in readme_table()
+        assert code in docs_table()
     if code == UNUSABLE or (command in NAGIOS_COMMANDS and code == 3):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("pctk: error: "), r.stderr

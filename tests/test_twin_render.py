@@ -178,12 +178,12 @@ def test_parallelcluster_settings_are_rendered_except_the_listed_deviations():
             assert conf[key] != value, f"{key} is listed as a deviation but is not one"
         else:
             assert conf[key] == value, f"{key}: {conf.get(key)} is not ParallelCluster's {value}"
-    # every deviation carries its reason, and the README lists every setting it changes
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    # every deviation carries its reason, and docs/twin.md lists every setting it changes
+    twin_doc = (Path(__file__).parents[1] / "docs" / "twin.md").read_text()
     for d in pcslurm.DEVIATIONS:
         assert d.reason and d.twin and d.parallelcluster
         for key in d.keys:
-            assert f"`{key}`" in readme, f"README does not list the deviation {key}"
+            assert f"`{key}`" in twin_doc, f"docs/twin.md does not list the deviation {key}"
     # the stated factor, and the loopback fix combined with ParallelCluster's NoAddrCache
     assert conf["SlurmdTimeout"] == str(180 // pcslurm.TIME_FACTOR)
     assert conf["KillWait"] == str(30 // pcslurm.TIME_FACTOR)

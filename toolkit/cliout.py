@@ -1,6 +1,6 @@
 """The ``--json`` flag, machine output and exit codes, spelled once for every command.
 
-Exit codes (README, "The commands"): ``OK`` 0, ``FAILED`` 1 (a check failed or found
+Exit codes (docs/commands.md, "Exit codes"): ``OK`` 0, ``FAILED`` 1 (a check failed or found
 problems), ``UNUSABLE`` 2 (bad input or environment: raise :class:`toolkit.errors.PctkError`,
 which :func:`toolkit.cli.main` prints as one line), ``NOT_RUNNING`` 3 (a ``status`` command
 whose daemons are stopped; Nagios' UNKNOWN, as ``pctk health`` uses it), ``INTERRUPTED``
@@ -38,7 +38,7 @@ PLAIN_BOX = box.Box(
 PIPE_WIDTH = 100_000
 
 OK, FAILED, UNUSABLE, NOT_RUNNING, INTERRUPTED = 0, 1, 2, 3, 130
-# README's table of exit codes (tests/test_exit_codes.py holds every command to it)
+# docs/commands.md's table of exit codes (tests/test_exit_codes.py holds every command to it)
 EXIT_CODES = {OK: "ok", FAILED: "a check failed or found problems",
               UNUSABLE: "unusable input or environment", NOT_RUNNING: "not running",
               INTERRUPTED: "interrupted"}

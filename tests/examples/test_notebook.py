@@ -91,7 +91,7 @@ Scheduling:
     ("nb-p4d", P4D, "('tools', 'c8i.4xlarge')", "tools-st-c8i-"),
 ])
 def test_notebook_runs_with_other_configs(name, text, picked, node, tmp_path, monkeypatch):
-    """The README promises the notebook runs unchanged with any config (it failed in cell 2
+    """docs/submission.md promises the notebook runs unchanged with any config (it failed in cell 2
     with AttributeError on a type the catalog lacked)."""
     config = tmp_path / f"{name}.yaml"
     config.write_text(text)

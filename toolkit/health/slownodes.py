@@ -528,8 +528,8 @@ def print_report(result: SweepResult) -> None:
 
 
 def exit_code(result: SweepResult) -> int:
-    """pctk's rule (README, exit codes): 1 findings (a node SLOW, FAIL or UNRESOLVED), else 0;
-    unusable input is a :class:`PctkError` (2)."""
+    """pctk's rule (docs/commands.md, exit codes): 1 findings (a node SLOW, FAIL or
+    UNRESOLVED), else 0; unusable input is a :class:`PctkError` (2)."""
     kinds = {v.verdict for v in result.verdicts}
     return 1 if kinds & {SLOW, FAIL, UNRESOLVED} else 0
 

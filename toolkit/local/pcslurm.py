@@ -86,7 +86,7 @@ class Deviation:
     reason: str
 
 
-# What the twin changes, and why. README.md ("What the twin changes in ParallelCluster's
+# What the twin changes, and why. docs/twin.md ("What the twin changes in ParallelCluster's
 # slurm.conf") shows the same list; tests/test_twin_render.py checks the rendered file:
 # every ParallelCluster setting not named here is rendered unchanged.
 DEVIATIONS: tuple[Deviation, ...] = (

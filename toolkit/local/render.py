@@ -134,7 +134,7 @@ def parallelcluster_settings(plan: TwinPlan) -> list[str]:
         f"SelectTypeParameters={select}",
     ]
     lines += power_saving_settings(plan)
-    # an update-time setting: the twin restarts on a changed config instead (README)
+    # an update-time setting: the twin restarts on a changed config instead (docs/twin.md)
     lines.append(f"# QueueUpdateStrategy={ss.queue_update_strategy} (not applied: `pctk local up` "
                  "of a changed config cancels jobs and restarts the twin)")
     return lines

@@ -1,6 +1,6 @@
 """Slurm releases other than the system's, for the twin: built once into a prefix, then kept.
 
-Debian 12 ships Slurm 22.05; ParallelCluster has shipped newer releases since 3.6 (README,
+Debian 12 ships Slurm 22.05; ParallelCluster has shipped newer releases since 3.6 (docs/twin.md,
 "Which Slurm"). ``pctk local up --slurm 24.11`` runs the twin's daemons, and every Slurm command
 pctk runs for it, from a build of that release:
 
@@ -89,7 +89,7 @@ SOURCES: dict[str, Source] = {
 
 # ParallelCluster release -> the Slurm it ships: aws-parallelcluster's CHANGELOG.md
 # ("Upgrade Slurm to version ...") up to 3.11, the cookbook's changelog and release pages
-# after it. README "Which Slurm" shows the same table.
+# after it. docs/twin.md ("Which Slurm") shows the same table.
 PARALLELCLUSTER_SLURM: tuple[tuple[str, str], ...] = (
     ("3.0", "20.11.8"), ("3.1", "21.08.8-2"), ("3.2", "21.08.8-2"), ("3.3", "22.05.5"),
     ("3.4", "22.05.7"), ("3.5", "22.05.8"), ("3.6", "23.02.2"), ("3.7", "23.02.6"),
@@ -488,5 +488,5 @@ def choose(requested: str | None, progress: Progress) -> Image | None:
         if here:  # none: the missing programs are what `up` says next
             progress(f"ParallelCluster {pc} ships Slurm {ships}; no build of it is here, so "
                      f"the twin runs this machine's Slurm {here} (`--slurm {buildable}` for a "
-                     "newer one; README: Which Slurm)")
+                     "newer one; docs/twin.md: Which Slurm)")
     return None

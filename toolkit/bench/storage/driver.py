@@ -172,7 +172,8 @@ def run_storage(job: StorageJob, *, config: Any | None = None,
 
 
 def default_run_dir() -> Path:
-    """``<state home>/runs/storage-<time>``, as every benchmark's (README, where pctk writes)."""
+    """``<state home>/runs/storage-<time>``, as every benchmark's (docs/commands.md, "Where
+    pctk writes")."""
     return new_run_dir("storage")
 
 
