@@ -209,9 +209,10 @@ def _four_nodes(rec: dict, compute_ms: list[float], wait_ms: list[float],
 
 
 def test_a_slow_disk_that_stretches_its_nodes_compute_is_storage(records: list[dict]) -> None:
-    """The figures of a CI run: the node whose checkpoint disk was throttled to 256 KiB/s also
-    computed 6.5x slower (its page faults stalled on that disk) and happened to receive slowest
-    in the link probe. Its saves cost seconds a step, its compute 56 ms: storage."""
+    """Figures measured on a busy host: the node whose checkpoint disk was throttled to
+    256 KiB/s also computed 6.5x slower (its page faults stalled on that disk) and happened to
+    receive slowest in the link probe. Its saves cost seconds a step, its compute 56 ms:
+    storage."""
     compute = [10.1, 9.9, 10.5, 66.0]
     wait = [60.0, 58.0, 61.0, 3.0]
     verdict = diagnose(_four_nodes(records[1], compute, wait, checkpoint_s=1.8))

@@ -56,7 +56,7 @@ def relaunch(state_dir: Path, nodes: list[str], env: dict[str, str]) -> None:
     # second later than the first registration's. When that is after the node's last
     # response (set by the RESUME), the node is IDLE with a boot slurmctld did not ask for
     # and it goes DOWN "Node unexpectedly rebooted" for good. Both races need a host slow at
-    # the wrong moment; CI saw each.
+    # the wrong moment; a loaded test host shows each.
     deadline = time.monotonic() + 60
     waiting = list(nodes)
     resumed: dict[str, int] = {}
