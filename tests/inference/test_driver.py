@@ -62,6 +62,18 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
 
 
 @pytest.mark.twin
+def test_no_model_named_is_tiny_on_cpu_nodes_and_1b_on_gpu_nodes(
+        twin, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pctk bench inference --partition cpu` on a config of a user's own measured 1b on the
+    twin's CPU nodes: prefill of 512 tokens took 18 s, the run many minutes. The shape left
+    out follows the partition's nodes, as `bench fsdp`'s does."""
+    assert main(["bench", "inference", "--dry-run", "--partition", "cpu", "--run-dir", "/x"]) == 0
+    assert "--model tiny --prompt-lens 32,128 " in capsys.readouterr().out
+    assert main(["bench", "inference", "--dry-run", "--partition", "gpu", "--run-dir", "/x"]) == 0
+    assert "--model 1b --prompt-lens 128,512,2048 " in capsys.readouterr().out
+
+
+@pytest.mark.twin
 def test_two_nodes_measured_merged_and_stored(twin, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

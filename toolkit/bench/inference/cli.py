@@ -19,7 +19,9 @@ def inference_command(
     mode: str = typer.Option(
         "offline", help="offline: the engine benchmark on each node; serve: an "
         "OpenAI-compatible server job driven by a load-generator job on another node."),
-    model: str = typer.Option("1b", help="Shape preset: tiny, small, 1b, 8b, 70b."),
+    model: str | None = typer.Option(
+        None, help="Shape preset: tiny, small, 1b, 8b, 70b [1b on GPU nodes, tiny on nodes "
+        "without GPUs (the partition's nodes as Slurm has them)]."),
     nodes: int = typer.Option(1, "--nodes", "-N", min=1,
                               help="Nodes, each measured on its own."),
     prompt_lens: str | None = typer.Option(
@@ -93,6 +95,7 @@ def inference_command(
     """Inference benchmarks through Slurm: offline (prefill, decode, TTFT/TPOT, roofline,
     test-time compute cost) or serve (an OpenAI-compatible server under a load ladder)."""
     with long_command():
+        model = model or driver.default_model(partition, instance_type, gpus_per_node)
         if mode == "serve":
             offline_only = {"--prompt-lens": prompt_lens, "--batch-sizes": batch_sizes,
                             "--context": context, "--decode-tokens": decode_tokens,

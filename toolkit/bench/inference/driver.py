@@ -124,6 +124,26 @@ def parse_ints(text: str, flag: str) -> tuple[int, ...]:
     return values
 
 
+DEFAULT_GPU_MODEL = "1b"
+DEFAULT_CPU_MODEL = "tiny"
+
+
+def default_model(partition: str | None, instance_type: str | None,
+                  gpus_per_node: int | None) -> str:
+    """The shape when none is named: 1b on GPU nodes, tiny on nodes without GPUs (a 1b prompt
+    of 512 tokens takes 18 s on a CPU of the twin). A GPU instance type or a GPU request
+    means GPUs; else the partition's nodes as Slurm has them; 1b when Slurm does not say."""
+    from toolkit.bench.fsdp.driver import partition_shape
+
+    if instance_type is not None:
+        inst = catalog.get(instance_type)
+        return DEFAULT_GPU_MODEL if inst.gpus else DEFAULT_CPU_MODEL
+    if gpus_per_node is not None:
+        return DEFAULT_GPU_MODEL if gpus_per_node > 0 else DEFAULT_CPU_MODEL
+    shape = partition_shape(partition)
+    return DEFAULT_CPU_MODEL if shape is not None and shape.gpus == 0 else DEFAULT_GPU_MODEL
+
+
 def plan(*, mode: str, model: str, nodes: int, prompt_lens: str | None,
          batch_sizes: str | None, context: int | None, decode_tokens: int | None, samples: int,
          output_len: int | None,
