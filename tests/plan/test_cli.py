@@ -288,3 +288,18 @@ def test_two_records_that_both_give_an_mfu_are_refused_in_one_line(capsys, tmp_p
     assert plan["inputs"]["mfu"]["value"] == 0.52
     assert plan["inputs"]["instance_type"]["value"] == "p4d.24xlarge"
     assert plan["inputs"]["checkpoint_write_gb_per_s"]["value"] == 25.0
+
+
+def test_a_config_in_another_region_is_told_whose_price_it_gets(capsys, tmp_path):
+    """The catalog's on-demand prices are us-east-1's: a team's us-west-2 config was planned
+    at them without a word."""
+    preset = (REPO / "cluster-configs" / "p5-training.yaml").read_text()
+    west = tmp_path / "west.yaml"
+    west.write_text(preset.replace("Region: us-east-1", "Region: us-west-2"))
+    code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--config", str(west))
+    assert code == 0
+    assert ("the on-demand price is the catalog's for us-east-1; --config runs in us-west-2, "
+            "where it may differ") in plan["notes"]
+    code, plan = _plan(capsys, "--model", "8b", "--tokens", "1T", "--config",
+                       str(REPO / "cluster-configs" / "p5-training.yaml"))
+    assert code == 0 and not any("on-demand price" in n for n in plan["notes"])

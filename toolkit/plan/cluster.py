@@ -28,6 +28,7 @@ class ClusterFacts:
     fsx: Provisioned | None
     fsx_capacity_gib: int | None
     notes: tuple[str, ...] = ()
+    region: str | None = None  # the config's Region
 
 
 def _gpu_type(name: str) -> catalog.InstanceType | None:
@@ -74,7 +75,7 @@ def facts(topo: ClusterTopology, queue: str | None) -> ClusterFacts:
         f"{first.max_count} of compute resource {first.name}"
     fsx, gib = _fsx(topo, notes)
     return ClusterFacts(topo.source, q.name, first.name, first.instance_type, max_nodes,
-                        f"MaxCount {how}", fsx, gib, tuple(notes))
+                        f"MaxCount {how}", fsx, gib, tuple(notes), topo.region)
 
 
 def _fsx(topo: ClusterTopology, notes: list[str]) -> tuple[Provisioned | None, int | None]:

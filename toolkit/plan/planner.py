@@ -654,6 +654,10 @@ def make_plan(req: Request) -> dict[str, Any]:
         warnings.append({"code": "longer-than-a-year", "message": msg})
 
     mem = _memory_section(req, shape, seq, gpus, per_node, usable, inputs)
+    if facts is not None and facts.region and inst.price_region \
+            and facts.region not in inst.price_region:
+        inputs.notes.append(f"the on-demand price is the catalog's for {inst.price_region}; "
+                            f"--config runs in {facts.region}, where it may differ")
     out: dict[str, Any] = {
         "inputs": inputs.rows,
         "notes": inputs.notes,
