@@ -53,6 +53,9 @@ def test_strong_scaling_keeps_the_global_batch(tmp_path: Path) -> None:
     (["--nodes", "0,2"], "node counts must be at least 1"),
     (["--nodes", "1,2,4", "--strong"], "cannot split evenly"),
     (["--nodes", "1,2", "--model", "huge"], "unknown model preset"),
+    # no timed step to predict or diagnose from: refused before any size runs (it printed a
+    # NotDiagnosable traceback after all of them)
+    (["--nodes", "1,2", "--steps", "3"], "--steps 3 leaves no timed step after the 3 warm-up"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     r = pctk(*BASE, *args)

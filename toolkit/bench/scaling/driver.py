@@ -63,6 +63,12 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 def plan(train: TrainConfig, *, sizes: tuple[int, ...], strong: bool, batch_per_gpu: int,
          run_dir: Path | None, **fsdp_settings: Any) -> ScalingJob:
     """One validated FSDP job per size under ``run_dir/nodes-N``."""
+    if train.steps <= train.timing_warmup:
+        # the study predicts and diagnoses from the timed steps' breakdown: refused here, not
+        # after every size has run
+        raise PctkError(f"--steps {train.steps} leaves no timed step after the "
+                        f"{train.timing_warmup} warm-up steps the study leaves out",
+                        f"use --steps {train.timing_warmup + 5} or more")
     # the model the nodes get (tiny on CPU nodes when none is named) names the folder
     train, tasks, gpus, _ = fsdp.node_defaults(
         train, nodes=sizes[-1], seq_len=fsdp_settings.get("seq_len"),
