@@ -115,6 +115,22 @@ def test_bench_fsdp_missing_data_file_is_one_line_and_exit_2(
     assert "no such file" in capsys.readouterr().err
 
 
+def test_bench_fsdp_data_without_the_sft_workload_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The node reads --data only for SFT: a pre-training run given chat data ran on synthetic
+    tokens without a word."""
+    from toolkit.cli import main
+
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"prompt": "a", "completion": "b"}\n')
+    for workload in ([], ["--workload", "rl"]):
+        assert main(["bench", "fsdp", "--model", "tiny", *workload, "--data", str(chat),
+                     "--dry-run", "--run-dir", "/x"]) == 2
+        err = capsys.readouterr().err
+        assert "--data is the chat data of --workload sft" in err, err
+        assert len(err.strip().splitlines()) == 1
+
+
 def test_bench_fsdp_data_that_is_a_fifo_or_a_folder_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from toolkit.cli import main

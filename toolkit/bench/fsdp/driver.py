@@ -262,6 +262,12 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
     if small:
         fallback = SFT_SEQ_LEN if train.workload == "sft" else DEFAULT_SEQ_LEN[model]
         seq_len, batch_per_gpu = seq_len or fallback, batch_per_gpu or 1
+    if train.data is not None and train.workload != "sft":
+        # the node reads --data only for SFT: a pre-training or RL run ignored it without a word
+        raise PctkError(f"--data is the chat data of --workload sft; a {train.workload} run "
+                        "does not read it", "add --workload sft, or drop --data (pre-training "
+                        "trains on synthetic tokens, or on a token file given to "
+                        "python -m benchmarks.fsdp.train --data-file)")
     if train.data is not None:
         if not train.data.is_file():
             try:  # a FIFO or a folder exists: "no such file" would send the user astray
