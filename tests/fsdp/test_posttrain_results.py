@@ -195,3 +195,20 @@ def test_prometheus_keeps_each_workload_as_its_own_series(
         "": records["pretrain"]["metrics"]["tokens_per_s_per_gpu"],
         "sft": records["sft"]["metrics"]["tokens_per_s_per_gpu"],
         "rl": records["rl"]["metrics"]["tokens_per_s_per_gpu"]}
+
+
+def test_bench_fsdp_passes_rl_settings_and_the_learning_rate_to_the_node(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench fsdp` offered no --lr or --rl-* option, so the RL loop ran with its defaults
+    whatever the user meant; given to a pre-training run they are refused, not ignored."""
+    from toolkit.cli import main
+
+    base = ["bench", "fsdp", "--model", "tiny", "--tasks-per-node", "1", "--gpus-per-node", "0",
+            "--dry-run", "--run-dir", "/x"]
+    assert main([*base, "--workload", "rl", "--lr", "0.01", "--rl-group", "4",
+                 "--rl-updates", "2"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "benchmarks.fsdp.train" in x)
+    assert line.endswith("--workload rl --lr 0.01 --rl-group 4 --rl-updates 2"), line
+    assert main([*base, "--rl-updates", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--rl-updates: settings of --workload rl; a pretrain run does not read them" in err

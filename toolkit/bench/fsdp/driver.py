@@ -41,11 +41,13 @@ REPO = code_root()
 LAUNCHERS = ("srun", "torchrun")
 # long sequences only for the real Llama shapes; the small ones are for CPUs and the twin
 DEFAULT_SEQ_LEN = {"tiny": 64, "small": 256}
+RL_SETTINGS = ("rl_group", "rl_prompt_len", "rl_new_tokens", "rl_updates", "rl_target_token",
+               "rl_target_width")
 # The TrainConfig fields ``pctk bench fsdp`` and ``bench scaling`` offer as options (the Python
 # API, toolkit.api, takes them by the same names), in --help order, and where the driver's
 # default or help differs from the node's.
 TRAIN_OPTIONS = ("model", "workload", "data", "steps", "seq_len", "ckpt_every", "ac",
-                 "compile", "hsdp", "peak_tflops", "probe_matmuls")
+                 "compile", "hsdp", "peak_tflops", "probe_matmuls", "lr", *RL_SETTINGS)
 DRIVER_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"default": None, "help": f"Shape preset: {', '.join(PRESETS)} [8b on GPU nodes, "
               "tiny on nodes without GPUs (the partition's nodes as Slurm has them)]."},
@@ -77,7 +79,7 @@ def train_settings(**given: Any) -> tuple[TrainConfig, int | None]:
 JOB_SETTINGS = ("model", "steps", "batch_size", "seq_len", "out")
 CKPT_SETTINGS = ("ckpt_dir", "ckpt_every")
 # TrainConfig fields `pctk bench fsdp` passes through as they are
-PASSED_SETTINGS = ("workload", "data", "ac", "compile", "hsdp", "peak_tflops")
+PASSED_SETTINGS = ("workload", "data", "ac", "compile", "hsdp", "peak_tflops", "lr")
 # CPU-sized shapes' row length for --workload sft (most synthetic chat samples fit whole)
 SFT_SEQ_LEN = 1024
 
@@ -262,6 +264,11 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
     if small:
         fallback = SFT_SEQ_LEN if train.workload == "sft" else DEFAULT_SEQ_LEN[model]
         seq_len, batch_per_gpu = seq_len or fallback, batch_per_gpu or 1
+    spec = settings()
+    rl_given = [spec[n].flag for n in RL_SETTINGS if getattr(train, n) != spec[n].default]
+    if rl_given and train.workload != "rl":
+        raise PctkError(f"{', '.join(rl_given)}: settings of --workload rl; a {train.workload} "
+                        "run does not read them", "add --workload rl, or drop them")
     if train.data is not None and train.workload != "sft":
         # the node reads --data only for SFT: a pre-training or RL run ignored it without a word
         raise PctkError(f"--data is the chat data of --workload sft; a {train.workload} run "
@@ -291,13 +298,22 @@ def plan(train: TrainConfig, *, nodes: int, batch_per_gpu: int | None, seq_len: 
         tasks_per_node=ranks, gpus_per_node=ranks if gpus_per_node is None else gpus_per_node,
         launcher=launcher, partition=partition, steps=train.steps, batch_per_gpu=batch_per_gpu,
         seq_len=seq_len, ckpt_every=train.ckpt_every, time_limit=time_limit, efa=efa,
-        train_flags=to_argv(replace(train, peak_tflops=peak), PASSED_SETTINGS)
+        train_flags=to_argv(replace(train, peak_tflops=peak), passed_settings(train))
         # the straggler probe only when asked for: the scripts of other runs stay as they were
         + (to_argv(train, ("probe_matmuls",)) if train.probe_matmuls > 0 else []),
         notes=node_notes + (() if small else gpu_default_notes(
             train, model, seq_len, batch_per_gpu, ranks, nodes, gpu)))
     validate(job)
     return job
+
+
+def passed_settings(train: TrainConfig) -> tuple[str, ...]:
+    """:data:`PASSED_SETTINGS`, and for --workload rl the RL settings given other values
+    than the node's defaults."""
+    spec = settings()
+    rl = [n for n in RL_SETTINGS if train.workload == "rl"
+          and getattr(train, n) != spec[n].default]
+    return (*PASSED_SETTINGS, *rl)
 
 
 def gpu_default_notes(train: TrainConfig, model: str, seq_len: int | None,
