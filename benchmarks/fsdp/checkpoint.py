@@ -61,6 +61,20 @@ def complete_steps(root: Path) -> list[int]:
     return sorted(steps)
 
 
+def written_by_a_save(folder: Path) -> str | None:
+    """None when every entry of ``folder`` is one a save writes (DCP's shards and metadata,
+    ``train.json``, ``COMPLETE``, their temporary files); else the first other entry's name.
+    A folder is removed before a save of its step only then: its name is pctk's, but a user
+    may have put it there or something in it."""
+    for entry in sorted(folder.iterdir()):
+        name = entry.name
+        ours = (name.endswith(".distcp") or name in (".metadata", TRAIN_STATE, MARKER)
+                or name.startswith((f".{TRAIN_STATE}.", f".{MARKER}.", ".metadata.")))
+        if not ours or entry.is_symlink() or entry.is_dir():
+            return name
+    return None
+
+
 def _folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
@@ -82,10 +96,23 @@ def save(root: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimiz
          train_state: dict[str, Any], keep: int) -> Timing:
     """Collective: every rank writes its shards; rank 0 seals the folder and prunes old ones."""
     target = step_dir(root, step)
+    refused = None
     if _is_rank0():
-        if target.exists():  # an unfinished save of this step from a killed run
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            refused = f"{target} is not a folder a save wrote"
+        elif target.exists():  # an unfinished save of this step from a killed run
+            foreign = written_by_a_save(target)
+            if foreign is None:
+                shutil.rmtree(target)
+            else:
+                refused = f"{target} holds {foreign!r}, which no checkpoint save writes"
+        if refused is None:
+            target.mkdir(parents=True)
+    problem = [refused]
+    dist.broadcast_object_list(problem, src=0)  # every rank stops, not only rank 0
+    if problem[0] is not None:
+        raise RuntimeError(f"checkpoint not saved: {problem[0]}; move it away or use "
+                           "another --ckpt-dir")
     dist.barrier()
     model_sd, optim_sd = get_state_dict(model, optimizer)
     start = time.perf_counter()
