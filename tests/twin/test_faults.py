@@ -92,22 +92,54 @@ def _tc_match(addr: str) -> str:
     return f"match {''.join(f'{int(o):02x}' for o in addr.split('.'))}/ffffffff at 16"
 
 
-_SPIN = ("python3 -c 'import time\nt=time.time();n=0\nwhile time.time()-t<2: n+=1\n"
-         "import os;print(os.environ[\"SLURMD_NODENAME\"], n)'")
+# two seconds of a busy loop; prints the node, the CPU seconds it got, the wall seconds and
+# the task's cgroups (one line, ';'-joined)
+_SPIN = ("python3 -c 'import os,time\nt=time.time();c=time.process_time()\n"
+         "while time.time()-t<2: pass\n"
+         "print(os.environ[\"SLURMD_NODENAME\"], time.process_time()-c, time.time()-t, "
+         "\";\".join(open(\"/proc/self/cgroup\").read().split()))'")
+
+
+def _cpu_cgroup(line: str) -> str:
+    """The cpu controller's group in a ';'-joined /proc/<pid>/cgroup (v1 or v2)."""
+    groups = {}
+    for entry in line.split(";"):
+        _, controllers, path = entry.split(":", 2)
+        for c in controllers.split(","):
+            groups[c] = path
+    # cgroup v1's cpu hierarchy where there is one, else the v2 unified one ("0::/path")
+    return groups.get("cpu", groups.get(""))
+
+
+def _nr_throttled(group: Path) -> int:
+    stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+    return int(stat["nr_throttled"])
 
 
 def test_slow_cpu_throttles_that_nodes_jobs_only(faulty):
-    # 0.05 CPU, the least the fault takes: on a 2-core host busy with other tests the free
-    # node's loop may get only ~0.2 CPU, and 0.1 left it just 2.2 x ahead in one CI run
-    r = _pctk(faulty, "fault", "slow-cpu", "cpu-dy-c5-1", "--cpus", "0.05")
+    # The quota itself is measured: the CPU seconds the slow node's task gets per wall second,
+    # and the kernel's count of throttled periods. A free neighbour's loop is no yardstick on a
+    # busy host, where it may get little more than the quota itself.
+    r = _pctk(faulty, "fault", "slow-cpu", "cpu-dy-c5-1", "--cpus", "0.05", "--json")
     assert r.returncode == 0, r.stderr
+    fault = json.loads(r.stdout)
+    group = Path(fault["cgroup"])
+    throttled_before = _nr_throttled(group)
     state, out = faulty.run(f"srun {_SPIN}", "--nodes=2", "--ntasks-per-node=1",
                             "--partition=cpu", "--nodelist=cpu-dy-c5-[1-2]")
     assert state == "COMPLETED", out
-    counts = {line.split()[0]: int(line.split()[1]) for line in out.splitlines()
-              if line.startswith("cpu-dy-c5-")}
-    # a 0.05 CPU quota: about a twentieth of the loop turns of a free node (allow 1/3)
-    assert counts["cpu-dy-c5-1"] * 3 < counts["cpu-dy-c5-2"], counts
+    runs = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.startswith("cpu-dy-c5-")}
+    assert set(runs) == {"cpu-dy-c5-1", "cpu-dy-c5-2"}, out
+    name = "/" + group.name
+    # the slow node's task was born in the fault's group; the other node's was not
+    assert _cpu_cgroup(runs["cpu-dy-c5-1"][3]).endswith(name), runs
+    assert not _cpu_cgroup(runs["cpu-dy-c5-2"][3]).endswith(name), runs
+    cpu_s, wall_s = float(runs["cpu-dy-c5-1"][1]), float(runs["cpu-dy-c5-1"][2])
+    # 0.05 CPU: a twentieth of the wall time. The kernel notices a spent quota at its next
+    # tick and takes the overrun from the next period's quota: allow two periods in all
+    assert cpu_s <= 0.05 * wall_s + 2 * fault["period_us"] / 1e6, runs
+    assert _nr_throttled(group) > throttled_before
     assert "slow-cpu" in _pctk(faulty, "fault", "clear").stdout
 
 
