@@ -36,6 +36,8 @@ def test_wheel_holds_the_presets_and_batch_scripts(wheel: Path) -> None:
     assert "toolkit/observe/dashboard.json" in names
     # the product, not the development harnesses that sit beside it in the repository
     assert "benchmarks/fsdp/train.py" in names and "benchmarks/faultpoints.py" in names
+    # the accelerator table, which a compute node reads for MFU and the roofline
+    assert "benchmarks/accelerators.yaml" in names and "toolkit/data/instances.yaml" in names
     harnesses = [n for n in names if n.startswith(("benchmarks/reference/",
                                                     "benchmarks/gpu_check", "benchmarks/gpu_mfu"))]
     assert harnesses == []
@@ -50,7 +52,9 @@ def test_installed_package_finds_its_own_copies(wheel: Path, tmp_path: Path) -> 
              "from toolkit.bench.collectives import driver as sweep_job; "
              "print(paths.code_root()); print(paths.sbatch_dir()); "
              "print(paths.preset_path('p5-training')); print(sweep.SWEEP_SCRIPT); "
-             "print(sweep_job.SBATCH_SCRIPT)")
+             "print(sweep_job.SBATCH_SCRIPT); "
+             "from benchmarks import hardware; "
+             "assert hardware.peak_tflops_for('NVIDIA H100 80GB HBM3') == 989")
     r = subprocess.run([sys.executable, "-c", probe, str(site)], capture_output=True,
                        text=True, cwd=tmp_path, timeout=120, check=True)
     root, sbatch_dir, preset, sweep_script, collectives = map(Path, r.stdout.split())

@@ -1,9 +1,10 @@
 """The instance catalog: hardware facts, prices and NCCL expectations, each with its source.
 
-The facts live in ``toolkit/data/instances.yaml`` (data, not code); this module reads them
-once and hands out frozen dataclasses. Units: host memory in GiB, accelerator memory in MiB
-as AWS publishes it per instance type (describe-instance-types ``SizeInMiB``), network in
-Gbps, peaks in dense bf16 TFLOP/s per accelerator, busbw in GB/s.
+The facts live in ``toolkit/data/instances.yaml`` (data, not code), the accelerators' in
+``benchmarks/accelerators.yaml`` (:mod:`benchmarks.hardware`, the one table a compute node
+reads too); this module reads them once and hands out frozen dataclasses. Units: host memory
+in GiB, accelerator memory in MiB as AWS publishes it per instance type (describe-instance-types
+``SizeInMiB``), network in Gbps, peaks in dense bf16 TFLOP/s per accelerator, busbw in GB/s.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks import hardware
 from toolkit.errors import PctkError
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "instances.yaml"
@@ -95,26 +97,34 @@ class _Catalog:
     expectations: tuple[Expectation, ...]
 
 
+_SHOWN_FIGURES = ("memory_mib", "peak_bf16_tflops", "peak_fp8_tflops", "mem_bw_tbps")
+
+
+def _model_accelerator(name: str, count: int, memory_mib: int | None = None) -> Accelerator:
+    """``count`` accelerators of the table's model ``name`` (``memory_mib``: as the EC2 API
+    gave it, else the table's)."""
+    model = hardware.models()[name]
+    if model.memory_mib is None or model.gres_type is None:
+        raise ValueError(f"{hardware.TABLE}: {name} needs memory_mib and gres_type to be on "
+                         "an instance type")
+    return Accelerator(
+        kind=model.kind, vendor=model.vendor, model=name, count=count,
+        memory_mib=memory_mib if memory_mib is not None else model.memory_mib,
+        gres_type=model.gres_type, peak_bf16_tflops=model.peak_bf16_tflops,
+        peak_fp8_tflops=model.peak_fp8_tflops, mem_bw_tbps=model.mem_bw_tbps)
+
+
 def _accelerator(
-    spec: dict[str, Any], models: dict[str, Any]
+    spec: dict[str, Any]
 ) -> tuple[Accelerator, dict[str, list[str]], list[str], list[str]]:
     """The accelerator of one instance, its sources, unconfirmed fields and notes."""
-    model = models[spec["model"]]
-    acc = Accelerator(
-        kind=model["kind"],
-        vendor=model["vendor"],
-        model=spec["model"],
-        count=int(spec["count"]),
-        memory_mib=int(model["memory_mib"]),
-        gres_type=model["gres_type"],
-        peak_bf16_tflops=float(model["peak_bf16_tflops"]),
-        peak_fp8_tflops=(float(model["peak_fp8_tflops"]) if "peak_fp8_tflops" in model
-                         else None),
-        mem_bw_tbps=float(model["mem_bw_tbps"]) if "mem_bw_tbps" in model else None,
-    )
-    srcs = {f"accelerator.{k}": list(v) for k, v in model.get("sources", {}).items()}
-    unconfirmed = [f"accelerator.{k}" for k in model.get("unconfirmed", [])]
-    notes = [f"{spec['model']}: {model['note']}"] if model.get("note") else []
+    model = hardware.models()[spec["model"]]
+    acc = _model_accelerator(spec["model"], int(spec["count"]))
+    # the sources of the figures an instance type shows (the fp32 peak is the benchmarks')
+    srcs = {f"accelerator.{k}": list(v) for k, v in model.sources.items()
+            if k in _SHOWN_FIGURES}
+    unconfirmed = [f"accelerator.{k}" for k in model.unconfirmed]
+    notes = [f"{spec['model']}: {model.note}"] if model.note else []
     return acc, srcs, unconfirmed, notes
 
 
@@ -193,7 +203,6 @@ def _family_instances(fam: str, spec: dict[str, Any], price: dict[str, Any]
 
 
 def _build(raw: dict[str, Any]) -> _Catalog:
-    models = raw["accelerators"]
     price = raw["price_defaults"]
     instances: dict[str, InstanceType] = {}
     for fam, fspec in (raw.get("cpu_families") or {}).items():
@@ -204,7 +213,7 @@ def _build(raw: dict[str, Any]) -> _Catalog:
         notes = [spec["note"]] if spec.get("note") else []
         acc = None
         if spec.get("accelerator"):
-            acc, acc_srcs, acc_unconfirmed, acc_notes = _accelerator(spec["accelerator"], models)
+            acc, acc_srcs, acc_unconfirmed, acc_notes = _accelerator(spec["accelerator"])
             sources.update(acc_srcs)
             unconfirmed += acc_unconfirmed
             notes += acc_notes
@@ -266,15 +275,9 @@ def refreshed_instance(name: str, spec: dict[str, Any], meta: dict[str, Any]) ->
     where = f"EC2 DescribeInstanceTypes, {meta.get('region')}, read {meta.get('fetched')}"
     acc = None
     if spec.get("accelerator"):
-        model = _catalog_models()[spec["accelerator"]["model"]]
-        acc = Accelerator(kind=model["kind"], vendor=model["vendor"],
-                          model=spec["accelerator"]["model"],
-                          count=int(spec["accelerator"]["count"]),
-                          memory_mib=int(spec["accelerator"]["memory_mib"]),
-                          gres_type=model["gres_type"],
-                          peak_bf16_tflops=float(model["peak_bf16_tflops"]),
-                          mem_bw_tbps=(float(model["mem_bw_tbps"]) if "mem_bw_tbps" in model
-                                       else None))
+        acc = _model_accelerator(spec["accelerator"]["model"],
+                                 int(spec["accelerator"]["count"]),
+                                 int(spec["accelerator"]["memory_mib"]))
     figures = ["vcpus", "memory_gib", "network_gbps", "efa_supported", "efa_interfaces"]
     return InstanceType(
         name=name, vcpus=int(spec["vcpus"]), memory_gib=float(spec["memory_gib"]),
@@ -284,12 +287,6 @@ def refreshed_instance(name: str, spec: dict[str, Any], meta: dict[str, Any]) ->
         sources={f: [where] for f in figures}, unconfirmed=("price_usd_per_hour",),
         notes=("read from the EC2 API by `pctk catalog refresh`; no price",),
         family=name.split(".", 1)[0], arch=spec.get("arch"))
-
-
-@cache
-def _catalog_models() -> dict[str, Any]:
-    with DATA_FILE.open(encoding="utf-8") as fh:
-        return dict(yaml.safe_load(fh)["accelerators"])
 
 
 def _refreshed_now() -> dict[str, InstanceType]:

@@ -9,7 +9,7 @@ torchtitan (the output's numerics matter most and its shape does not split evenl
 
 float8 tensor cores exist from compute capability 8.9 on (Ada: L4, L40S; Hopper: H100,
 H200; Blackwell); anything else is refused in one line before the model is built. MFU of an
-fp8 run divides by the GPU's dense fp8 peak (:mod:`benchmarks.fsdp.peaks`), stated in the
+fp8 run divides by the GPU's dense fp8 peak (:mod:`benchmarks.hardware`), stated in the
 record as ``mfu_dtype: float8``.
 """
 

@@ -35,7 +35,7 @@ from benchmarks.fsdp.metrics import PeakMemory, ThroughputMeter, peak_memory_gib
 from benchmarks.fsdp.model import Transformer, count_params, preset
 from benchmarks.fsdp.optim import build_optimizer
 from benchmarks.fsdp.parallelize import build_mesh, compute_dtype, materialise, parallelize
-from benchmarks.fsdp.peaks import peak_tflops_for
+from benchmarks.hardware import peak_tflops_for, source_of
 from benchmarks.modelmath import shape_of, training_flops_per_token
 
 # test-only: give the default process group gloo bound ONLY to this device type (e.g. cuda), as
@@ -145,9 +145,9 @@ def peak_for(cfg: TrainConfig, device: torch.device, dtype: str) -> tuple[float 
     if peak is None:
         return None, f"none: no {dtype} peak for {name!r}; pass --peak-tflops"
     if dtype == "float8":  # all FLOPs over the fp8 peak, though not every matmul is fp8
-        return peak, (f"benchmarks.fsdp.peaks: {name} float8 dense (catalog peak_fp8_tflops); "
+        return peak, (f"{source_of(name, dtype)}, dense; "
                       "the output projection and attention run in bf16")
-    return peak, f"benchmarks.fsdp.peaks: {name} {dtype}"
+    return peak, source_of(name, dtype)
 
 
 def train(cfg: TrainConfig, env: distenv.DistEnv, device: torch.device,

@@ -146,10 +146,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                f"{shape.max_seq_len}: shorten --prompt-lens, --context, "
                "--decode-tokens or --output-len")
     name = torch.cuda.get_device_name(device) if use_cuda else "cpu"
-    if use_cuda:  # figures not passed: from the device name (benchmarks/fsdp/peaks.py)
-        from benchmarks.fsdp.peaks import peak_tflops_for
+    if use_cuda:  # figures not passed: from the device name (benchmarks/accelerators.yaml)
+        from benchmarks.hardware import mem_bw_tbps_for, peak_tflops_for
 
-        args.mem_bw_tbps = args.mem_bw_tbps or roofline.MEM_BW_TBPS.get(name.strip())
+        args.mem_bw_tbps = args.mem_bw_tbps or mem_bw_tbps_for(name)
         args.peak_tflops = args.peak_tflops or peak_tflops_for(name)
     size = args.tensor_parallel
     if (why := tensor_parallel.problem(shape, size)) is not None:

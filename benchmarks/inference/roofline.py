@@ -36,11 +36,6 @@ from benchmarks.modelmath import (
 )
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-# Memory bandwidth, TB/s, by the exact name torch.cuda.get_device_name returns, for a run given
-# no --mem-bw-tbps (benchmarks.gpu_check): the catalog's figures for the models it has
-# (benchmarks/fsdp/peaks.py names them; tests/inference/test_roofline.py keeps them equal).
-MEM_BW_TBPS = {"NVIDIA H100 80GB HBM3": 3.35, "NVIDIA H200": 4.8, "NVIDIA A100-SXM4-40GB": 1.555,
-               "NVIDIA A100-SXM4-80GB": 2.039, "NVIDIA B200": 8.0, "NVIDIA L40S": 0.864}
 
 
 def tensor_parallel_problem(args: ModelArgs, size: int) -> str | None:

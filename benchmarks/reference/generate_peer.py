@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    from benchmarks.fsdp.peaks import peak_tflops_for
+    from benchmarks.hardware import mem_bw_tbps_for, peak_tflops_for
     from benchmarks.reference.plain_loop import hf_model
 
     use_cuda = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics: dict[str, Any] = {"decode": decode, "prefill": []}
     metrics["roofline"] = roofline.judge(
         shape, metrics, device=device.type, dtype=str(dtype).removeprefix("torch."),
-        mem_bw_tbps=roofline.MEM_BW_TBPS.get(name), peak_tflops=peak_tflops_for(name))
+        mem_bw_tbps=mem_bw_tbps_for(name), peak_tflops=peak_tflops_for(name))
     rec = new_record("inference", params={
         "mode": "offline", "implementation": IMPLEMENTATION, "model": a.model,
         "n_params_non_embedding": shape_of(shape).params_non_embedding, "device": device.type,

@@ -40,7 +40,7 @@ from benchmarks import record
 from benchmarks.fsdp.config import PRESETS, ModelArgs, OptimConfig, preset
 from benchmarks.fsdp.data import SyntheticBatches
 from benchmarks.fsdp.metrics import ThroughputMeter, peak_memory_gib
-from benchmarks.fsdp.peaks import peak_tflops_for
+from benchmarks.hardware import peak_tflops_for, source_of
 from benchmarks.modelmath import shape_of, training_flops_per_token
 
 IMPLEMENTATION = ("reference: hand-written loop, transformers LlamaForCausalLM, fp32 weights "
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     mem, kind = peak_memory_gib(device)
     reserved = torch.cuda.max_memory_reserved(device) / 2**30 if cuda else None
     metrics = {**meter.summary(), "flops_per_token": fpt, "peak_tflops": peak,
-               "peak_tflops_source": f"benchmarks.fsdp.peaks: {name} bfloat16"
+               "peak_tflops_source": source_of(name, "bfloat16")
                if peak and not a.peak_tflops else ("--peak-tflops" if peak else "none"),
                "mfu_dtype": "bfloat16" if cuda else "float32",
                "peak_memory_gib": mem, "peak_memory_reserved_gib": reserved,

@@ -7,7 +7,7 @@ import torch
 
 from benchmarks.fsdp.metrics import ThroughputMeter, percentile
 from benchmarks.fsdp.model import PRESETS, Transformer, count_params, preset
-from benchmarks.fsdp.peaks import PEAKS, peak_tflops_for
+from benchmarks.hardware import peak_tflops_for
 from benchmarks.modelmath import shape_of, training_flops_per_token
 
 
@@ -67,20 +67,6 @@ def test_fp32_runs_get_the_fp32_peak_or_none() -> None:
     assert peak_tflops_for("NVIDIA A10G", "float32") is None  # no datasheet: no MFU
     with pytest.raises(ValueError, match="float16"):
         peak_tflops_for("NVIDIA H200", "float16")
-
-
-def test_peaks_agree_with_the_instance_catalog() -> None:
-    import yaml
-
-    from toolkit.catalog import DATA_FILE
-
-    models = yaml.safe_load(DATA_FILE.read_text())["accelerators"]
-    linked = {name: p for name, p in PEAKS.items() if p.catalog_model}
-    assert {p.catalog_model for p in linked.values()} >= {"H100", "H200", "A100-40GB", "B200"}
-    for name, p in linked.items():
-        assert models[p.catalog_model]["peak_bf16_tflops"] == p.bf16, name
-        # the fp8 dense peak an --fp8 run divides by: the catalog's, where it has one
-        assert models[p.catalog_model].get("peak_fp8_tflops") == p.fp8, name
 
 
 def test_meter_skips_warmup_and_reports_percentiles() -> None:

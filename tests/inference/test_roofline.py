@@ -98,13 +98,3 @@ def test_every_gpu_bandwidth_in_the_catalog_is_sourced() -> None:
         inst = catalog.get(name)
         assert inst.accelerator is not None and inst.accelerator.mem_bw_tbps == tbps, name
         assert inst.sources.get("accelerator.mem_bw_tbps"), name
-
-
-def test_device_name_bandwidths_are_the_catalogs() -> None:
-    from benchmarks.fsdp.peaks import PEAKS
-
-    for name, tbps in roofline.MEM_BW_TBPS.items():
-        model = PEAKS[name].catalog_model
-        acc = next(i.accelerator for i in catalog.all_instances()
-                   if i.accelerator is not None and i.accelerator.model == model)
-        assert acc.mem_bw_tbps == tbps, name
