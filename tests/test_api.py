@@ -74,6 +74,98 @@ def test_a_fresh_interpreter_runs_a_study_stores_it_and_plans_from_it(
     assert any("local twin" in n for n in out["notes"]), out["notes"]
 
 
+def test_every_long_benchmark_and_health_command_runs_from_a_fresh_interpreter(
+        twin: TwinHandle, tmp_path: Path) -> None:
+    """The collectives sweep, the storage and inference benchmarks, the health sweep and the
+    slow-node finder from one new interpreter: each finds the twin, writes and stores its
+    record as its command does, and says how it went."""
+    db = tmp_path / "results.db"
+    (tmp_path / "fsx").mkdir()
+    code = f"""
+        import json
+        from toolkit import api
+        out = {{}}
+        def put(name, res, failed):
+            out[name] = {{"kind": res.record["kind"], "path": str(res.record_path),
+                          "stored": [i.id for i in res.stored], "failed": failed,
+                          "id": res.record["id"]}}
+        r = api.bench_collectives(2, partition="cpu", ops="all_reduce,all_gather",
+                                  min_bytes="1K", max_bytes="64K", iters=3, warmup=1,
+                                  run_dir={str(tmp_path / 'coll')!r}, progress=False)
+        put("collectives", r, r.failed)
+        out["collectives"]["ops"] = sorted({{run.collective for run in r.detail.runs}})
+        r = api.bench_storage(1, target={str(tmp_path / 'fsx')!r}, partition="cpu",
+                              jobs_per_node=1, size_mib=2, ckpt_mib=1, rand_seconds=1,
+                              meta_files=20, run_dir={str(tmp_path / 'storage')!r},
+                              timeout=300, progress=False)
+        put("storage", r, r.failed)
+        r = api.bench_inference(model="tiny", partition="cpu", gpus_per_node=0,
+                                decode_tokens=8, run_dir={str(tmp_path / 'inference')!r},
+                                timeout=600, progress=False)
+        put("inference", r, r.failed)
+        h = api.health_run("cpu-dy-c5-[1-2]", mounts=[{str(tmp_path)!r}],
+                           workdir={str(tmp_path / 'health')!r}, progress=False)
+        put("health", h, h.exit_code)
+        out["health"]["nodes"] = sorted(h.record["metrics"]["nodes"])
+        s = api.slow_nodes("cpu-dy-c5-[1-4]", size="1M", iters=5, include_powered_down=True,
+                           workdir={str(tmp_path / 'slow')!r}, progress=False)
+        put("slow-nodes", s, s.exit_code)
+        out["slow-nodes"]["verdicts"] = sorted({{v["verdict"] for v in
+                                                 s.result.to_json()["verdicts"]}})
+        out["slow-nodes"]["judged"] = [v["node"] for v in s.result.to_json()["verdicts"]]
+        print(json.dumps(out))
+    """
+    r = _python(code, _fresh_env(twin, db), tmp_path, timeout=1500)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    kinds = {"collectives": "collectives", "storage": "storage", "inference": "inference",
+             "health": "health", "slow-nodes": "slow-nodes"}
+    for name, kind in kinds.items():
+        assert out[name]["kind"] == kind, out[name]
+        assert Path(out[name]["path"]).is_file(), name
+        assert out[name]["stored"] == [out[name]["id"]], name
+    assert out["collectives"]["ops"] == ["all_gather", "all_reduce"]
+    assert out["health"]["nodes"] == ["cpu-dy-c5-1", "cpu-dy-c5-2"]
+    assert out["health"]["failed"] in (0, 1), out["health"]  # Nagios OK or WARNING
+    # every node judged; the exit code says whether one was not OK (a busy host's pairs may
+    # differ: the verdicts themselves are tests/health/test_slownodes_twin.py's)
+    sn = out["slow-nodes"]
+    assert sorted(sn["judged"]) == [f"cpu-dy-c5-{i}" for i in range(1, 5)], sn
+    assert sn["failed"] == (0 if sn["verdicts"] == ["OK"] else 1), sn
+    with ResultStore(db, writer=False) as store:
+        stored = {r["kind"] for r in store.list(limit=20)}
+    assert stored == set(kinds.values())
+
+
+def test_nccl_tests_from_python_keep_the_log_and_store_the_record(tmp_path: Path) -> None:
+    """nccl-tests (the named stand-in binary: the real one needs GPUs) from Python, as
+    `pctk bench nccl run --launcher none` runs it."""
+    from tests.nccl.test_runner import STANDIN_DIR, _standin_env
+
+    env = {**_standin_env(tmp_path), "PCTK_RESULTS_DB": str(tmp_path / "results.db"),
+           "PYTHONPATH": str(REPO)}
+    env.pop("SLURM_CONF", None)
+    code = f"""
+        import json
+        from toolkit import api
+        r = api.bench_nccl(["all_reduce"], launcher="none", gpus_per_node=1,
+                           nccl_tests_dir={str(STANDIN_DIR)!r}, env={{"NCCL_ALGO": "Ring"}},
+                           run_dir={str(tmp_path / 'nccl')!r}, progress=False)
+        print(json.dumps({{"kind": r.record["kind"], "failed": r.failed,
+                          "stored": [i.id for i in r.stored], "id": r.record["id"],
+                          "path": str(r.record_path), "rows": len(
+                              r.record["metrics"]["collectives"][0]["rows"])}}))
+    """
+    r = _python(code, env, tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["kind"] == "nccl-tests" and not out["failed"] and out["rows"] == 25
+    assert out["stored"] == [out["id"]]
+    assert (Path(out["path"]).parent / "all_reduce.log").is_file()
+    started = json.loads((tmp_path / "started.json").read_text())
+    assert started["env"]["NCCL_ALGO"] == "Ring"  # the extra variable reached the binary
+
+
 def test_an_interrupt_names_the_job_that_keeps_running(twin: TwinHandle, tmp_path: Path
                                                        ) -> None:
     code = f"""

@@ -5,6 +5,8 @@
     study = api.scaling_study([1, 2], model="tiny", partition="cpu", steps=8)
     print(study.record["metrics"]["bottleneck"], study.plots)
     run = api.bench_fsdp(2, model="tiny", partition="cpu")
+    sweep = api.bench_collectives(2, partition="cpu", ops="all_reduce")
+    health = api.health_run(partition="cpu")
     plan = api.plan(model="70b", tokens="2T", days=30)
 
 Each run finds the cluster in use by itself (Slurm's configuration, else the running twin),
@@ -22,6 +24,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolkit.api.benchmarks import (
+        BenchResult,
+        bench_collectives,
+        bench_inference,
+        bench_nccl,
+        bench_storage,
+        inference_job,
+        run_inference,
+    )
+    from toolkit.api.health import HealthRun, SlowNodes, health_run, slow_nodes
     from toolkit.api.planning import plan
     from toolkit.api.training import (
         FsdpResult,
@@ -37,6 +49,17 @@ if TYPE_CHECKING:
     from toolkit.submit.longrun import StoppedWaiting
 
 _LAZY = {
+    "BenchResult": "toolkit.api.benchmarks",
+    "bench_collectives": "toolkit.api.benchmarks",
+    "bench_inference": "toolkit.api.benchmarks",
+    "bench_nccl": "toolkit.api.benchmarks",
+    "bench_storage": "toolkit.api.benchmarks",
+    "inference_job": "toolkit.api.benchmarks",
+    "run_inference": "toolkit.api.benchmarks",
+    "HealthRun": "toolkit.api.health",
+    "SlowNodes": "toolkit.api.health",
+    "health_run": "toolkit.api.health",
+    "slow_nodes": "toolkit.api.health",
     "plan": "toolkit.api.planning",
     "FsdpResult": "toolkit.api.training",
     "ScalingStudy": "toolkit.api.training",
@@ -51,17 +74,28 @@ _LAZY = {
 }
 
 __all__ = [
+    "BenchResult",
     "FsdpResult",
+    "HealthRun",
     "PctkError",
     "ScalingStudy",
+    "SlowNodes",
     "StoppedWaiting",
+    "bench_collectives",
     "bench_fsdp",
+    "bench_inference",
+    "bench_nccl",
+    "bench_storage",
     "fsdp_job",
+    "health_run",
+    "inference_job",
     "plan",
     "run_fsdp",
+    "run_inference",
     "run_scaling",
     "scaling_job",
     "scaling_study",
+    "slow_nodes",
 ]
 
 

@@ -8,25 +8,17 @@ critical. Other pctk commands keep 2 for unusable input.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
 
 from benchmarks.health.runner import CHECKS
-from benchmarks.record import write_record
-from benchmarks.vocab import parse_bytes
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption, emit_json, exit_with
 from toolkit.cliout import console as cli_console
-from toolkit.errors import PctkError
 from toolkit.fsutil import atomic_write_json
 from toolkit.health import report, slownodes
 from toolkit.health.expect import build_expectations
-from toolkit.health.inventory import HealthInputError
-from toolkit.health.sweep import SweepOptions, run_sweep
-from toolkit.paths import health_dir
-from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
 from toolkit.results.nextstep import next_step
 from toolkit.submit.longrun import long_command
@@ -69,33 +61,24 @@ def run_command(
     db: Path | None = DbOption,
 ) -> None:
     """Check nodes in one Slurm job per partition; print a node x check table."""
+    from toolkit.api.health import health_run
+
     with long_command():
-        opts = SweepOptions(
-            nodes=nodes, partition=partition, level=level, drain=drain,
+        done = health_run(
+            nodes, partition=partition, level=level, drain=drain, max_drain=max_drain,
             resume_healthy=resume_healthy, mounts=list(mount) if mount else None,
-            tool_path=list(tool_path or []),
-            checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None,
-            dcgm_level=dcgm_level, workdir=workdir, timeout_s=timeout, max_drain=max_drain,
-            run_dir=run_dir.absolute() if run_dir else None,
-        )
-        if python:
-            opts.python = python
-        with ProgressLines("health sweep") as progress:
-            opts.progress = progress.update
-            result = run_sweep(opts)
-        record = report.to_record(result)  # one id for every copy, so it is stored once
-        record_path = report.write(result, result.run_dir / "record.json", record)
-        if out is not None:
-            report.write(result, out, record)
+            tool_path=list(tool_path or []), checks=checks, dcgm_level=dcgm_level,
+            workdir=workdir, run_dir=run_dir, timeout=timeout, python=python, out=out,
+            store=False)
         if as_json:
-            emit_json(record)
+            emit_json(done.record)
         else:
-            report.print_report(result)
-            cli_console().print(f"record: {out or record_path}\n{next_step(record)}",
+            report.print_report(done.result)
+            cli_console().print(f"record: {out or done.record_path}\n{next_step(done.record)}",
                                 highlight=False)
         if store:
-            store_finished_run(record_path, db)
-        exit_with(result.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
+            store_finished_run(done.record_path, db)
+        exit_with(done.exit_code)  # Nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 
 
 @app.command("slow-nodes")
@@ -132,45 +115,23 @@ def slow_nodes_command(
 
     Exit 0 all OK, 1 a node SLOW, FAIL or left UNRESOLVED, 2 unusable input or environment.
     """
+    from toolkit.api.health import slow_nodes
+
     with long_command():
-        if method not in ("torch", "nccl-tests"):
-            raise PctkError(f"unknown --method {method!r}", "use torch or nccl-tests")
-        if collective not in ("all_reduce", "sendrecv"):
-            raise PctkError(f"unknown --collective {collective!r}", "use all_reduce or sendrecv")
-        try:
-            if parse_bytes(size) < 1:
-                raise ValueError(f"{size!r} is zero bytes")
-        except ValueError as exc:
-            raise PctkError(f"--size: {exc}", "write sizes like 1M, 8M, 64M") from None
-        if timeout <= 0:
-            raise PctkError(f"--timeout {timeout:g} must be more than 0 seconds")
-        test = slownodes.PairTest(method=method, collective=collective, size=size, iters=iters,
-                                  nccl_tests_dir=nccl_tests_dir)
-        if python:
-            test.python = python
-        folder = workdir or health_dir() / time.strftime("slow-nodes-%Y%m%d-%H%M%S")
-        try:
-            with ProgressLines("slow-node sweep") as progress:
-                result = slownodes.sweep_partition(
-                    nodes=nodes, partition=partition, test=test, workdir=folder.absolute(),
-                    threshold=threshold, max_rounds=max_rounds, timeout=timeout, drain=drain,
-                    progress=progress.update, include_powered_down=include_powered_down)
-        except HealthInputError as exc:  # health run's Nagios UNKNOWN (3); here unusable (2)
-            raise PctkError(exc.message, exc.hint) from None
-        atomic_write_json(folder / "slow-nodes.json", result.to_json())
-        # a record like every other run's, kept in the results history (`results list`)
-        logs = sorted(p.name for p in folder.glob("r*.out"))
-        swept = slownodes.to_record(result, partition=partition, job_ids=result.job_ids,
-                                    raw_logs=logs)
-        record_path = write_record(folder / "record.json", swept)
+        done = slow_nodes(
+            nodes, partition=partition, method=method, collective=collective, size=size,
+            iters=iters, threshold=threshold, max_rounds=max_rounds, timeout=timeout,
+            drain=drain, workdir=workdir, python=python, nccl_tests_dir=nccl_tests_dir,
+            include_powered_down=include_powered_down, store=False)
         if as_json:
-            emit_json(result.to_json(), sort_keys=False)
+            emit_json(done.result.to_json(), sort_keys=False)
         else:
-            slownodes.print_report(result)
-            cli_console().print(f"pair records: {folder}\n{next_step(swept)}", highlight=False)
+            slownodes.print_report(done.result)
+            cli_console().print(f"pair records: {done.folder}\n{next_step(done.record)}",
+                                highlight=False)
         if store:
-            store_finished_run(record_path, db)
-        exit_with(slownodes.exit_code(result))
+            store_finished_run(done.record_path, db)
+        exit_with(done.exit_code)
 
 
 @app.command("expectations")

@@ -6,18 +6,17 @@ Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL, 2 unusable input.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from toolkit.bench.collectives.driver import SweepJob, judge_sweep_record, run_sweep
+from toolkit.api import benchmarks as api
+from toolkit.bench.collectives.driver import judge_sweep_record
 from toolkit.bench.comm.report import show_runs
 from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, fail_if
 from toolkit.cliout import console as cli_console
-from toolkit.progress import ProgressLines
 from toolkit.results.ingest import store_finished_run
 from toolkit.results.nextstep import next_step
 from toolkit.submit.longrun import long_command
@@ -66,20 +65,16 @@ def collectives(
         if from_record:
             res = judge_sweep_record(from_record, instance_type)
         else:
-            job = SweepJob(nodes=nodes, partition=partition, ntasks_per_node=ntasks_per_node,
-                           gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes,
-                           max_bytes=max_bytes, iters=iters, warmup=warmup,
-                           emulate_missing=emulate_missing)
-            progress: dict[str, ProgressLines] = {}  # a live line from submission to the end
-            with ExitStack() as waiting:
-                def submitted(job_id: str, cmd: list[str]) -> None:
-                    console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
-                                  highlight=False)
-                    progress[job_id] = waiting.enter_context(ProgressLines("bench collectives"))
+            def submitted(job_id: str, cmd: list[str]) -> None:
+                console.print(f"submitted job {job_id}: {' '.join(cmd)}", markup=False,
+                              highlight=False)
 
-                res = run_sweep(job, run_dir=run_dir, timeout=timeout, instance_type=instance_type,
-                                on_submit=submitted, on_state=lambda job_id, state:
-                                progress[job_id].update(f"job {job_id}: {state}"))
+            res = api.bench_collectives(
+                nodes, partition=partition, ntasks_per_node=ntasks_per_node,
+                gpus_per_node=gpus_per_node, ops=ops, min_bytes=min_bytes, max_bytes=max_bytes,
+                iters=iters, warmup=warmup, emulate_missing=emulate_missing, run_dir=run_dir,
+                timeout=timeout, instance_type=instance_type, store=False,
+                on_submit=submitted).detail
         show_runs(res.runs, res.verdicts, res.record, as_json)
         if store and not from_record:  # an existing record is stored with `pctk results add`
             store_finished_run(res.record_path, db)

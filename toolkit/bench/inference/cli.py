@@ -6,12 +6,11 @@ from pathlib import Path
 
 import typer
 
-from toolkit import catalog
+from toolkit.api import benchmarks as api
 from toolkit.bench.inference import driver, serve
 from toolkit.cliopts import DbOption, StoreOption
 from toolkit.cliout import JsonOption
 from toolkit.commands import jobend
-from toolkit.errors import PctkError
 from toolkit.submit.longrun import long_command
 
 
@@ -95,62 +94,31 @@ def inference_command(
     """Inference benchmarks through Slurm: offline (prefill, decode, TTFT/TPOT, roofline,
     test-time compute cost) or serve (an OpenAI-compatible server under a load ladder)."""
     with long_command():
-        model = model or driver.default_model(partition, instance_type, gpus_per_node)
-        if mode == "serve":
-            offline_only = {"--prompt-lens": prompt_lens, "--batch-sizes": batch_sizes,
-                            "--context": context, "--decode-tokens": decode_tokens,
-                            "--samples": samples or None, "--output-len": output_len,
-                            "--cuda-graph": cuda_graph or None, "--mem-bw-tbps": mem_bw_tbps,
-                            "--tensor-parallel": tensor_parallel,
-                            "--peak-tflops": peak_tflops}
-            if given := [k for k, v in offline_only.items() if v is not None]:
-                raise PctkError(f"{', '.join(given)}: offline-mode option(s), not for "
-                                "--mode serve", "drop them, or use --mode offline")
-            if nodes != 1:
-                raise PctkError("--mode serve runs one server node and one load node",
-                                "drop --nodes")
-            if not wait_:
-                raise PctkError("--mode serve waits for the load and then stops the server",
-                                "drop --no-wait")
-            inst = catalog.get(instance_type) if instance_type else None
-            sjob = serve.plan(model=model, checkpoint=checkpoint, backend=backend,
-                              partition=partition, load_partition=load_partition,
-                              gpus_per_node=gpus_per_node, device=device,
-                              concurrencies=concurrencies, requests=requests,
-                              prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                              slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-                              server_timeout=server_timeout, time_limit=time_limit,
-                              run_dir=run_dir, instance_gpus=inst.gpus if inst else 0,
-                              price_usd_per_hour=inst.price_usd_per_hour if inst else None)
-            if dry_run:
-                typer.echo(serve.render_server(sjob), nl=False)
-                typer.echo(f"# ---- {sjob.run_dir / 'load.sbatch'} (submitted with "
-                           "--exclude=<the server's node>)")
-                typer.echo(serve.render_load(sjob), nl=False)
-                return
-            sdone = serve.run(sjob, timeout=timeout, quiet=as_json)
-            jobend.finish(sjob, sdone, title="pctk bench inference --mode serve",
-                           rows=serve.summary_rows, as_json=as_json, store=store, db=db)
+        job = api.inference_job(
+            mode, model=model, nodes=nodes, prompt_lens=prompt_lens, batch_sizes=batch_sizes,
+            context=context, decode_tokens=decode_tokens, samples=samples,
+            output_len=output_len, partition=partition, instance_type=instance_type,
+            gpus_per_node=gpus_per_node, tensor_parallel=tensor_parallel, device=device,
+            cuda_graph=cuda_graph, mem_bw_tbps=mem_bw_tbps, peak_tflops=peak_tflops,
+            checkpoint=checkpoint, backend=backend, load_partition=load_partition,
+            concurrencies=concurrencies, requests=requests, prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+            server_timeout=server_timeout, time_limit=time_limit, run_dir=run_dir,
+            wait=wait_)
+        serving = isinstance(job, serve.ServeJob)
+        if dry_run and isinstance(job, serve.ServeJob):
+            typer.echo(serve.render_server(job), nl=False)
+            typer.echo(f"# ---- {job.run_dir / 'load.sbatch'} (submitted with "
+                       "--exclude=<the server's node>)")
+            typer.echo(serve.render_load(job), nl=False)
             return
-        serve_only = {"--checkpoint": checkpoint, "--load-partition": load_partition,
-                      "--concurrencies": concurrencies, "--requests": requests,
-                      "--prompt-tokens": prompt_tokens, "--output-tokens": output_tokens,
-                      "--slo-ttft-ms": slo_ttft_ms, "--slo-tpot-ms": slo_tpot_ms,
-                      "--backend": None if backend == "auto" else backend}
-        if mode == "offline" and (given := [k for k, v in serve_only.items() if v is not None]):
-            raise PctkError(f"{', '.join(given)}: serve-mode option(s), not for --mode "
-                            "offline", "add --mode serve")
-        job = driver.plan(mode=mode, model=model, nodes=nodes, prompt_lens=prompt_lens,
-                          batch_sizes=batch_sizes, context=context, decode_tokens=decode_tokens,
-                          samples=samples, output_len=output_len, partition=partition,
-                          instance_type=instance_type, gpus_per_node=gpus_per_node,
-                          device=device, cuda_graph=cuda_graph, mem_bw_tbps=mem_bw_tbps,
-                          tensor_parallel=tensor_parallel,
-                          peak_tflops=peak_tflops,
-                          time_limit=time_limit, run_dir=run_dir)
-        if dry_run:
+        if dry_run and isinstance(job, driver.InferenceJob):
             typer.echo(driver.render_sbatch(job), nl=False)
             return
-        done = driver.run(job, wait_for_it=wait_, timeout=timeout, quiet=as_json)
-        jobend.finish(job, done, title="pctk bench inference", rows=driver.summary_rows,
-                       as_json=as_json, store=store, db=db)
+        # stored by jobend.finish, after the summary, as every one-job benchmark
+        done = api.run_inference(job, wait=wait_, timeout=timeout, progress=not as_json,
+                                 store=False).detail
+        jobend.finish(job, done, title="pctk bench inference" + (" --mode serve" if serving
+                                                                  else ""),
+                      rows=serve.summary_rows if serving else driver.summary_rows,
+                      as_json=as_json, store=store, db=db)

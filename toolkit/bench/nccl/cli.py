@@ -6,7 +6,6 @@ Exit codes: 0 ok (PASS, WARN), 1 a verdict FAIL or a regression, 2 unusable inpu
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
 
 import typer
@@ -20,7 +19,6 @@ from toolkit.cliopts import DbOption, StoreOption, pick_alias
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
-from toolkit.progress import ProgressLines
 from toolkit.results.compare import DEFAULT_THRESHOLD
 from toolkit.results.ingest import store_finished_run
 from toolkit.results.nextstep import next_step
@@ -123,25 +121,24 @@ def run(
     db: Path | None = DbOption,
 ) -> None:
     """Run nccl-tests binaries with the EFA environment, keep the logs, judge them."""
-    from toolkit.submit.longrun import long_command  # imported here: not for `nccl parse`
+    # imported here: not for `nccl parse`
+    from toolkit.api import benchmarks as api
+    from toolkit.submit.longrun import long_command
 
     with long_command():
         out_dir = pick_alias(run_dir, old_out, "--run-dir", "--out")
         extra = _env_pairs(env)
         console = _console(as_json)
-        progress: dict[str, ProgressLines] = {}  # one live line per binary, as it runs
-        with ExitStack() as lines:
-            def launched(name: str, cmd: list[str]) -> None:
-                lines.close()  # the previous binary's line
-                console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
-                progress[name] = lines.enter_context(ProgressLines(f"bench nccl run {name}"))
 
-            res = driver.run_tests(
-                collectives, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
-                partition=partition, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
-                warmup=warmup, nccl_tests_dir=nccl_tests_dir, env=extra, run_dir=out_dir,
-                instance_type=instance_type, timeout=timeout, on_launch=launched,
-                on_sizes=lambda name, rows: progress[name].update(f"{rows} sizes done"))
+        def launched(name: str, cmd: list[str]) -> None:
+            console.print(f"{name}: {' '.join(cmd)}", markup=False, highlight=False)
+
+        res = api.bench_nccl(
+            collectives, nodes=nodes, gpus_per_node=gpus_per_node, launcher=launcher,
+            partition=partition, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
+            warmup=warmup, nccl_tests_dir=nccl_tests_dir, env=extra, run_dir=out_dir,
+            instance_type=instance_type, timeout=timeout, store=False,
+            on_launch=launched).detail
         console.print(f"record: {res.record_path}")
         show_runs(res.runs, res.verdicts, res.record, as_json)
         if store and res.record_path:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from benchmarks.storage.aggregate import THROUGHPUT_PHASES
-from toolkit.bench.storage.driver import StorageJob, bench_storage, default_run_dir
+from toolkit.api import benchmarks as api
 from toolkit.cliout import JsonOption, emit_json, fail_if
 from toolkit.cliout import console as cli_console
 from toolkit.results.ingest import store_finished_run
@@ -119,19 +119,19 @@ def storage_command(
 ) -> None:
     """Shared file system throughput, IOPS and metadata rates from N nodes at once (fio)."""
     with long_command():
-        job = StorageJob(nodes=nodes, target=target or "",
-                         run_dir=(run_dir or default_run_dir()).resolve(),
-                         jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
-                         rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
-                         partition=partition, time_limit=time_limit, share_timeout=share_timeout,
-                         direct=direct, block_sizes=block_sizes)
         console = cli_console(stderr=True, quiet=as_json)
         start = time.monotonic()
-        with console.status(f"storage benchmark on {job.nodes} node(s): submitting") as status:
-            res = bench_storage(job, config_path=config, instance_type=instance_type,
-                                timeout=timeout, on_state=lambda state:
-                                status.update(f"storage benchmark: job {state} "
-                                              f"({time.monotonic() - start:.0f}s)"))
+        with console.status(f"storage benchmark on {nodes} node(s): submitting") as status:
+            res = api.bench_storage(
+                nodes, target=target, config=config, instance_type=instance_type,
+                jobs_per_node=jobs_per_node, size_mib=size_mib, ckpt_mib=ckpt_mib,
+                rand_seconds=rand_seconds, meta_files=meta_files, phases=phases,
+                block_sizes=block_sizes, direct=direct, partition=partition,
+                time_limit=time_limit, share_timeout=share_timeout, run_dir=run_dir,
+                timeout=timeout, progress=False, store=False,
+                on_state=lambda state: status.update(
+                    f"storage benchmark: job {state} ({time.monotonic() - start:.0f}s)")
+            ).detail
         if store:  # the record (and the fio reports it names) is in the run folder already
             stored = store_finished_run(res.record_path, db)
             res.stored = stored.id if stored else None
