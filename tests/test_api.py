@@ -113,6 +113,8 @@ def test_every_long_benchmark_and_health_command_runs_from_a_fresh_interpreter(
         out["slow-nodes"]["verdicts"] = sorted({{v["verdict"] for v in
                                                  s.result.to_json()["verdicts"]}})
         out["slow-nodes"]["judged"] = [v["node"] for v in s.result.to_json()["verdicts"]]
+        out["slow-nodes"]["errors"] = [p.error for p in s.result.pairs if p.error]
+        out["slow-nodes"]["partition"] = s.record["cluster"]["partition"]
         print(json.dumps(out))
     """
     r = _python(code, _fresh_env(twin, db), tmp_path, timeout=1500)
@@ -127,9 +129,11 @@ def test_every_long_benchmark_and_health_command_runs_from_a_fresh_interpreter(
     assert out["collectives"]["ops"] == ["all_gather", "all_reduce"]
     assert out["health"]["nodes"] == ["cpu-dy-c5-1", "cpu-dy-c5-2"]
     assert out["health"]["failed"] in (0, 1), out["health"]  # Nagios OK or WARNING
-    # every node judged; the exit code says whether one was not OK (a busy host's pairs may
-    # differ: the verdicts themselves are tests/health/test_slownodes_twin.py's)
+    # every pair ran, in the partition the named nodes share (no --partition given), and
+    # every node was judged; the exit code says whether one was not OK (how a busy host's
+    # pairs are judged is tests/health/test_slownodes_twin.py's)
     sn = out["slow-nodes"]
+    assert sn["errors"] == [] and sn["partition"] == "cpu", sn
     assert sorted(sn["judged"]) == [f"cpu-dy-c5-{i}" for i in range(1, 5)], sn
     assert sn["failed"] == (0 if sn["verdicts"] == ["OK"] else 1), sn
     with ResultStore(db, writer=False) as store:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import PctkError
+from toolkit.health import slownodes
+from toolkit.health.inventory import HealthInputError, SlurmNode
 from toolkit.health.slownodes import (
     FAIL,
     OK,
@@ -367,3 +369,17 @@ def test_four_nodes_judge_a_retest_against_the_fast_retest_beside_it():
     r = run_sweep(nodes, measure)
     assert r.blamed == ["n01"] and r.verdict_of("n02").verdict == OK
     assert all(len(c) > 1 for c in calls), "no control had to be measured alone"
+
+
+def test_named_nodes_without_a_partition_sweep_in_the_one_they_share() -> None:
+    """Pair jobs name a partition: without one Slurm takes its default partition, which
+    refused every pair of `--nodes cpu-dy-c5-[1-4]` ("Requested nodes not in this
+    partition") and left all four UNRESOLVED."""
+    def node(name: str, *parts: str) -> SlurmNode:
+        return SlurmNode(name, parts, "idle", "", (), "")
+
+    assert slownodes.shared_partition([node("a", "cpu"), node("b", "cpu")]) == "cpu"
+    assert slownodes.shared_partition([node("a", "all", "cpu"), node("b", "cpu", "all")]) \
+        == "all"
+    with pytest.raises(HealthInputError, match=r"share no partition \(gpu: a; cpu: b\)"):
+        slownodes.shared_partition([node("a", "gpu"), node("b", "cpu")])

@@ -133,7 +133,7 @@ def slow_nodes(
     atomic_write_json(folder / "slow-nodes.json", result.to_json())
     # a record like every other run's, kept in the results history (`results list`)
     logs = sorted(p.name for p in folder.glob("r*.out"))
-    record = slownodes.to_record(result, partition=partition, job_ids=result.job_ids,
+    record = slownodes.to_record(result, partition=result.partition, job_ids=result.job_ids,
                                  raw_logs=logs)
     record_path = write_record(folder / "record.json", record)
     return SlowNodes(result, record, record_path, folder, _store(record_path, store, db))

@@ -52,7 +52,13 @@ from toolkit.bench.nccl.runner import LaunchSpec, build_command, find_binary
 from toolkit.cliout import console as cli_console
 from toolkit.errors import PctkError
 from toolkit.health import slurmops
-from toolkit.health.inventory import SlurmNode, not_swept, read_nodes, select_nodes
+from toolkit.health.inventory import (
+    HealthInputError,
+    SlurmNode,
+    not_swept,
+    read_nodes,
+    select_nodes,
+)
 from toolkit.paths import code_root
 from toolkit.submit.jobspec import JobSpec, sbatch_options
 
@@ -98,6 +104,7 @@ class SweepResult:
     skipped: dict[str, str] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)  # the pair jobs, in submission order
     instance_type: str | None = None  # the nodes' (Slurm feature), when they share one
+    partition: str | None = None  # the partition the pair jobs ran in
 
     def verdict_of(self, node: str) -> NodeVerdict:
         return next(v for v in self.verdicts if v.node == node)
@@ -560,6 +567,21 @@ def choose_nodes(chosen: list[SlurmNode]) -> tuple[list[str], dict[str, str], di
     return [n.name for n in chosen if n.name not in skipped], down, skipped
 
 
+def shared_partition(chosen: list[SlurmNode]) -> str:
+    """The partition every chosen node is in (the first of the first node's, in Slurm's
+    order): a pair job names one that holds both its nodes."""
+    shared = [p for p in chosen[0].partitions if all(p in n.partitions for n in chosen[1:])]
+    if not shared:
+        by_part: dict[str, list[str]] = {}
+        for n in chosen:
+            by_part.setdefault(n.partitions[0] if n.partitions else "?", []).append(n.name)
+        spread = "; ".join(f"{p}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
+                           for p, names in by_part.items())
+        raise HealthInputError(f"the nodes share no partition ({spread})",
+                               "name nodes of one partition, or sweep each with --partition")
+    return shared[0]
+
+
 def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
                     workdir: Path, threshold: float, max_rounds: int | None, timeout: float,
                     drain: bool, progress: Callable[[str], None],
@@ -567,6 +589,8 @@ def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
     """The Slurm side: choose the nodes (powered-down ones skipped, or powered up first),
     set aside those Slurm has down, sweep, drain."""
     chosen = select_nodes(read_nodes(), nodes, partition)
+    if partition is None:  # else Slurm's default partition, which may not hold the nodes
+        partition = shared_partition(chosen)
     names, down, skipped = choose_nodes(chosen)
     if include_powered_down and skipped:
         now = power_up(list(skipped), timeout, progress)
@@ -589,6 +613,7 @@ def sweep_partition(*, nodes: str | None, partition: str | None, test: PairTest,
     result.job_ids = list(runner.job_ids)
     types = {n.instance_type for n in chosen}
     result.instance_type = types.pop() if len(types) == 1 else None
+    result.partition = partition
     if drain:
         drain_slow(result, slurmops.drain)
     return result
