@@ -20,6 +20,10 @@ POINTS = {
                             "run that did not resume",
     "inference-hold-s": "the offline inference benchmark sleeps this many seconds before "
                         "measuring",
+    "fsdp-world-backend-only-on": "the FSDP benchmark on CPUs binds its default process "
+                                  "group's gloo only to this device type (cuda), as NCCL "
+                                  "binds only cuda on a GPU node, and its training mesh's to "
+                                  "the cpu: a collective off the mesh then fails as on GPUs",
 }
 
 
@@ -40,6 +44,11 @@ def number(name: str) -> float:
     """The value of fault point ``name`` as a number, 0 when it is not set."""
     value = points().get(name)
     return float(value) if value else 0.0
+
+
+def text(name: str) -> str | None:
+    """The value of fault point ``name`` as it was set, None when it is not set."""
+    return points().get(name) or None
 
 
 def setting(**values: float) -> str:

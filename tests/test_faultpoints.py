@@ -24,3 +24,10 @@ def test_points_are_read_from_one_variable_and_unknown_ones_refused(
         "PCTK_FAULT_POINTS=fsdp-hold-after-step=7"
     with pytest.raises(ValueError):
         faultpoints.setting(fsdp_hold=7)
+
+
+def test_a_text_point_keeps_its_value(monkeypatch) -> None:
+    monkeypatch.setenv(faultpoints.FAULT_ENV, "fsdp-world-backend-only-on=cuda")
+    assert faultpoints.text("fsdp-world-backend-only-on") == "cuda"
+    monkeypatch.delenv(faultpoints.FAULT_ENV)
+    assert faultpoints.text("fsdp-world-backend-only-on") is None

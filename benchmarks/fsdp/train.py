@@ -38,11 +38,10 @@ from benchmarks.fsdp.parallelize import build_mesh, compute_dtype, materialise, 
 from benchmarks.hardware import peak_tflops_for, source_of
 from benchmarks.modelmath import shape_of, training_flops_per_token
 
-# test-only: give the default process group gloo bound ONLY to this device type (e.g. cuda), as
-# NCCL binds only cuda on a GPU node, and the training mesh groups gloo on the cpu. Any
-# collective that is not over the mesh on the training device then fails as it would on GPUs:
-# "No backend type associated with device type cpu".
-WORLD_ONLY_ON_ENV = "PCTK_FSDP_WORLD_BACKEND_ONLY_ON"
+# a fault point (benchmarks.faultpoints) for tests: the default process group's gloo bound
+# only to this device type (cuda), the training mesh's to the cpu; a collective that is not
+# over the mesh then fails as on GPUs: "No backend type associated with device type cpu"
+WORLD_ONLY_ON = "fsdp-world-backend-only-on"
 META_INIT_ABOVE = 2_000_000_000  # parameters; bigger models are built on the meta device
 
 
@@ -128,7 +127,7 @@ def build_data(cfg: TrainConfig, vocab: int, env: distenv.DistEnv) -> TokenBatch
 
 def process_group_backends(device: torch.device) -> tuple[str, str | None]:
     """(default group backend, mesh backend override or None to reuse the default group)."""
-    only_on = os.environ.get(WORLD_ONLY_ON_ENV)
+    only_on = faultpoints.text(WORLD_ONLY_ON)
     if device.type == "cpu" and only_on:
         return f"{only_on}:gloo", "cpu:gloo"
     return ("nccl" if device.type == "cuda" else "gloo"), None

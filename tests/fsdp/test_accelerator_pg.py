@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from benchmarks import gpu_mfu
-from benchmarks.fsdp.train import WORLD_ONLY_ON_ENV
+from benchmarks.faultpoints import FAULT_ENV
+from benchmarks.fsdp.train import WORLD_ONLY_ON
 from tests.fsdp.fsdp_launch import TINY, free_port, run_ranks, unsharded_reference
 
 NO_CPU_BACKEND = "No backend type associated with device type cpu"
@@ -36,7 +37,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     from benchmarks.fsdp.train import process_group_backends
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), **{WORLD_ONLY_ON_ENV: "cuda"})
+                      MASTER_PORT=str(port), **{FAULT_ENV: f"{WORLD_ONLY_ON}=cuda"})
     cpu = torch.device("cpu")
     backend, mesh_backend = process_group_backends(cpu)
     dist.init_process_group(backend)
@@ -75,7 +76,7 @@ def test_default_group_refuses_cpu_tensors_and_the_mesh_reduces(tmp_path: Path) 
 def test_training_loop_runs_with_the_backend_only_on_the_accelerator(tmp_path: Path) -> None:
     steps = 3
     run = run_ranks(2, [*TINY, "--steps", str(steps)], tmp_path / "record.json",
-                    extra_env={WORLD_ONLY_ON_ENV: "cuda"})
+                    extra_env={FAULT_ENV: f"{WORLD_ONLY_ON}=cuda"})
     assert NO_CPU_BACKEND not in run.output, run.output
     assert run.returncodes == [0, 0], run.output
     assert run.record["params"]["backend"] == "cuda:gloo"
@@ -93,7 +94,7 @@ def test_training_loop_runs_with_the_backend_only_on_the_accelerator(tmp_path: P
 def test_gpu_mfu_pipeline_runs_with_the_backend_only_on_the_accelerator(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(WORLD_ONLY_ON_ENV, "cuda")
+    monkeypatch.setenv(FAULT_ENV, f"{WORLD_ONLY_ON}=cuda")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     code = gpu_mfu.main(["--device", "cpu", "--model", "tiny", "--batch-size", "2",
                          "--seq-len", "32", "--steps", "3", "--timing-warmup", "1",
