@@ -78,3 +78,46 @@ def test_llama_65b_on_2048_a100(capsys):
     assert abs(plan["gpu_hours"] / 1_022_362 - 1) <= TOLERANCE
     assert plan["gpu_hours"] == pytest.approx(1.4e12 / 380 / 3600)
     assert abs(plan["compute_days"] / 21 - 1) <= TOLERANCE  # "approximately 21 days"
+
+
+# GPT-3 175B and the 1T model of Narayanan et al., "Efficient Large-Scale Language Model
+# Training on GPU Clusters Using Megatron-LM" (SC21, arXiv 2104.04473): Table 1's shapes
+# (sequence 2,048, vocabulary 51,200), its parameter count P = 12lh^2(1 + 13/(12h) +
+# (V + s)/(12lh)) and its FLOPs per iteration F = 96Bslh^2(1 + s/(6h) + V/(16lh)), which
+# counts activation recomputation (a second forward of every layer, not of the logits).
+MEGATRON = {  # name: (layers, width, heads, GPUs, TFLOP/s per GPU, tokens, published days)
+    "gpt3-175b": (96, 12288, 96, 1024, 140e12, "300B", 34),
+    "1t": (128, 25600, 160, 3072, 163e12, "450B", 84),
+}
+SEQ, VOCAB = 2048, 51200
+
+
+@pytest.mark.parametrize("name", sorted(MEGATRON))
+def test_megatron_lm_runs_flops_and_days(capsys, name: str) -> None:
+    """The paper's two training-time estimates (section 5.1: GPT-3 175B on 1,024 A100s at
+    140 TFLOP/s per GPU, 300B tokens, 34 days; 1T on 3,072 A100s at 163 TFLOP/s, 450B
+    tokens, 84 days), both from its approximation 8TP/(nX).
+
+    Conventions, and each tolerance, fixed before the computation:
+    - FLOPs per token: the planner's 6N + attention (no recomputation) against the paper's
+      formula without its recomputed forward, 72lh^2(1 + s/(6h)) + 6hV per token. The two
+      count the same matmuls; 6N adds the position embeddings and the layers' biases and
+      norms (6hs + 78lh), so they agree within 0.1%.
+    - Days: the MFU the planner takes is the paper's throughput in its own accounting
+      converted to the planner's (X x planner FLOPs / paper FLOPs with recomputation, over
+      the A100's 312 TFLOP/s). The days then differ from the published ones by the paper's
+      8TP/(nX) approximation alone (it drops s/(6h) and V/(16lh)): within 3%.
+    """
+    layers, h, heads, gpus, x, tokens, days = MEGATRON[name]
+    params = 12 * layers * h**2 * (1 + 13 / (12 * h) + (VOCAB + SEQ) / (12 * layers * h))
+    paper_no_recompute = 72 * layers * h**2 * (1 + SEQ / (6 * h)) + 6 * h * VOCAB
+    paper_recompute = 96 * layers * h**2 * (1 + SEQ / (6 * h) + VOCAB / (16 * layers * h))
+    args = ["--params", repr(params), "--layers", str(layers), "--dim", str(h), "--heads",
+            str(heads), "--seq-len", str(SEQ), "--tokens", tokens, "--gpu", "A100-80GB",
+            "--gpus", str(gpus)]
+    fpt = _plan_cli(capsys, *args, "--mfu", "0.4")["flops_per_token"]
+    assert abs(fpt / paper_no_recompute - 1) <= 0.001, (fpt, paper_no_recompute)
+    mfu = x * fpt / paper_recompute / 312e12
+    plan = _plan_cli(capsys, *args, "--mfu", repr(mfu))
+    assert plan["gpus"] == gpus
+    assert abs(plan["compute_days"] / days - 1) <= 0.03, (plan["compute_days"], days)
