@@ -11,8 +11,9 @@ from toolkit.errors import PctkError
 
 
 def job(tmp_path: Path, **kw: object) -> drv.StorageJob:
-    return drv.StorageJob(**{"nodes": 2, "target": "/fsx/bench", "run_dir": tmp_path / "run",
-                             **kw})  # type: ignore[arg-type]
+    (tmp_path / "fsx").mkdir(exist_ok=True)  # the shared file system's mount
+    return drv.StorageJob(**{"nodes": 2, "target": str(tmp_path / "fsx" / "bench"),
+                             "run_dir": tmp_path / "run", **kw})  # type: ignore[arg-type]
 
 
 def test_a_run_folder_holding_a_previous_run_is_refused(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ def test_sbatch_arguments_name_the_script_and_pass_the_node_flags(tmp_path: Path
     assert "--partition=cpu" in args
     script = args.index(str(drv.SBATCH_SCRIPT))
     node = args[script + 1:]
-    assert node[node.index("--target") + 1] == "/fsx/bench"
+    assert node[node.index("--target") + 1] == str(tmp_path / "fsx" / "bench")
     assert "--no-direct" in node
     assert node[node.index("--block-sizes") + 1] == "1M"
 
@@ -63,3 +64,16 @@ def test_a_torn_refusal_note_still_refuses_and_names_its_node(tmp_path):
     # written whole: no temporary file left beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["refused-cpu-dy-c5-1.json",
                                                           "refused-cpu-dy-c5-2.json"]
+
+
+def test_a_target_the_nodes_would_make_at_the_top_of_the_root_disk_is_refused(
+        tmp_path: Path) -> None:
+    """A mistyped target (`/fxs/bench`) used to be made under / on every node: the run
+    benchmarked, and filled, the root disk and reported it as the shared file system."""
+    for typo in ("/pctk-no-such-mount/bench", "/pctk-no-such-mount/%n/bench"):
+        with pytest.raises(PctkError, match="would make it at the top of /"):
+            drv.validate(job(tmp_path, target=typo))
+        assert not Path("/pctk-no-such-mount").exists()
+    # a new folder under an existing one is the benchmark's to make, per node too
+    for fine in (tmp_path / "fsx" / "new" / "deeper", tmp_path / "fsx" / "%n" / "x"):
+        drv.validate(job(tmp_path, target=str(fine)))

@@ -73,6 +73,18 @@ class StorageJob:
         return [*sbatch_options(spec), str(SBATCH_SCRIPT), *self.node_args()]
 
 
+def made_at_the_root(target: str) -> bool:
+    """Would the nodes create ``target`` as a new folder directly under ``/``? A mistyped
+    target (``/fxs/bench``) then benchmarks, and fills, the root disk. The part before a
+    ``%n`` (the node name) is what must exist."""
+    path = Path(target.split("%n", 1)[0] or "/")
+    while not path.exists() and path != path.parent:
+        if path.parent == Path("/"):
+            return True
+        path = path.parent
+    return False
+
+
 def validate(job: StorageJob) -> None:
     for name in ("nodes", "jobs_per_node", "size_mib", "ckpt_mib", "rand_seconds",
                  "meta_files"):
@@ -89,6 +101,11 @@ def validate(job: StorageJob) -> None:
     if not job.target.startswith("/"):
         raise PctkError(f"--target {job.target!r} is not an absolute path",
                         "give the folder as the nodes see it, e.g. /fsx/bench")
+    if made_at_the_root(job.target):
+        raise PctkError(f"--target {job.target}: no such folder, and the benchmark would make "
+                        "it at the top of / (the root disk, not a shared file system)",
+                        "check the path, or create the folder first; the shared file "
+                        "system's MountDir (e.g. /fsx) is the usual parent")
     if any(c.isspace() for c in str(job.run_dir)):
         raise PctkError(f"run folder {str(job.run_dir)!r} has whitespace",
                         "pick a --run-dir with no whitespace")
