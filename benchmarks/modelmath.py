@@ -20,6 +20,7 @@ head not tied to the input embedding. Units: parameters and FLOPs as counts, mem
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks.fsdp.config import ModelArgs
@@ -232,6 +233,10 @@ def memory(shape: Shape, shard: int, seq_len: int, micro_batch: int) -> Memory:
 REDUCE_BYTES = 4  # gradients are reduced in fp32 (MixedPrecisionPolicy reduce_dtype)
 
 
+INTRA_NODE = "intra-node"  # a group inside one node: NVLink
+INTER_NODE = "inter-node"  # a group across nodes: the network (EFA)
+
+
 @dataclass(frozen=True)
 class Transfer:
     """One kind of collective in a step, summed over its calls."""
@@ -240,6 +245,7 @@ class Transfer:
     collective: str  # nccl-tests name
     size_bytes: int  # summed over the calls of this step
     ranks: int  # ranks in the group it runs over
+    link: str = INTER_NODE  # INTRA_NODE when the group is one node's GPUs
 
     @property
     def factor(self) -> float:
@@ -255,8 +261,8 @@ class Transfer:
 
     def to_dict(self) -> dict[str, object]:
         return {"phase": self.phase, "collective": self.collective,
-                "size_bytes": self.size_bytes, "ranks": self.ranks, "factor": self.factor,
-                "bus_bytes": self.bus_bytes}
+                "size_bytes": self.size_bytes, "ranks": self.ranks, "link": self.link,
+                "factor": self.factor, "bus_bytes": self.bus_bytes}
 
 
 def fsdp_step(shape: Shape, *, world: int, ranks_per_node: int, hsdp: bool = False,
@@ -278,6 +284,9 @@ def fsdp_step(shape: Shape, *, world: int, ranks_per_node: int, hsdp: bool = Fal
       then each rank all-reduces its gradient shard across the nodes (the replica group):
       ``(L·P_b + P_root)/ranks_per_node·4`` bytes over ``nodes`` ranks.
 
+    A group of one node's ranks (HSDP's shard groups, or plain FSDP on one node) runs over
+    NVLink (``link`` INTRA_NODE); a group across nodes over the network (INTER_NODE).
+
     ``size_bytes`` is the collective's buffer as nccl-tests counts it (an all-gather's output,
     a reduce-scatter's input); the bytes that cross each rank's link are ``size × busbw
     factor`` (:func:`benchmarks.vocab.busbw_factor`), so the time at a bus bandwidth B is
@@ -288,20 +297,25 @@ def fsdp_step(shape: Shape, *, world: int, ranks_per_node: int, hsdp: bool = Fal
     total = shape.layers * shape.block_params + shape.root_params
     regathered = (shape.layers - 1) * shape.block_params
     shard = ranks_per_node if hsdp else world
+    link = INTRA_NODE if shard <= max(1, ranks_per_node) else INTER_NODE
     out = [
-        Transfer("forward all-gather", "all_gather", total * param_bytes, shard),
-        Transfer("backward all-gather", "all_gather", regathered * param_bytes, shard),
-        Transfer("gradient reduce-scatter", "reduce_scatter", total * REDUCE_BYTES, shard),
+        Transfer("forward all-gather", "all_gather", total * param_bytes, shard, link),
+        Transfer("backward all-gather", "all_gather", regathered * param_bytes, shard, link),
+        Transfer("gradient reduce-scatter", "reduce_scatter", total * REDUCE_BYTES, shard, link),
     ]
     if hsdp:
         replicas = world // ranks_per_node if ranks_per_node else 1
         out.append(Transfer("HSDP replica all-reduce", "all_reduce",
-                            total * REDUCE_BYTES // max(1, ranks_per_node), replicas))
+                            total * REDUCE_BYTES // max(1, ranks_per_node), replicas, INTER_NODE))
     return out
 
 
-def step_seconds(transfers: list[Transfer], busbw_gb_per_s: float) -> float:
-    """Time of every transfer, one after another, at one bus bandwidth."""
+def step_seconds(transfers: list[Transfer],
+                 busbw_gb_per_s: float | Callable[[Transfer], float]) -> float:
+    """Time of every transfer, one after another: at one bus bandwidth, or at each transfer's
+    own (``busbw_gb_per_s(transfer)``: by its collective and its link)."""
+    if callable(busbw_gb_per_s):
+        return sum(t.seconds(busbw_gb_per_s(t)) for t in transfers)
     return sum(t.seconds(busbw_gb_per_s) for t in transfers)
 
 

@@ -52,3 +52,51 @@ def test_8b_hsdp_adds_the_replica_all_reduce() -> None:
 def test_one_rank_moves_nothing() -> None:
     got = fsdp_step(shape_of(preset("1b")), world=1, ranks_per_node=1)
     assert step_seconds(got, 100.0) == 0.0
+
+
+def test_groups_inside_a_node_use_nvlink_and_groups_across_nodes_the_network() -> None:
+    shape = shape_of(preset("8b"))
+    assert {t.link for t in fsdp_step(shape, world=8, ranks_per_node=8)} == {"intra-node"}
+    assert {t.link for t in fsdp_step(shape, world=16, ranks_per_node=8)} == {"inter-node"}
+    hsdp = fsdp_step(shape, world=32, ranks_per_node=8, hsdp=True)
+    assert [t.link for t in hsdp] == ["intra-node"] * 3 + ["inter-node"]
+
+
+def test_each_collective_at_its_own_busbw_and_shards_in_a_node_at_one_nodes(tmp_path) -> None:
+    """A stored record's all_gather and reduce_scatter busbw each price their own transfers
+    (the prediction used to charge every transfer at the best all_gather figure), and an
+    HSDP run's shard groups, inside a node, the stored 1-node figures."""
+    from tests.results import records
+    from toolkit.results.scaling import busbw_for
+    from toolkit.results.store import ResultStore
+
+    def sweep(nodes: int, rs_scale: float) -> dict:
+        rec = records.collectives_record()
+        rec["metrics"]["collectives"] = [
+            records.collectives_block("all_gather"),
+            records.collectives_block("reduce_scatter", lambda _s: rs_scale)]
+        rec["cluster"]["nodes"] = nodes
+        rec["id"] = f"{nodes:032x}"
+        return rec
+
+    with ResultStore(tmp_path / "r.db") as store:
+        store.add(sweep(2, 0.25))  # across nodes: reduce_scatter at a quarter of its peak
+        fsdp = {"kind": "fsdp", "cluster": records.cluster(), "params": {"nodes": 2}}
+        bw = busbw_for(fsdp, store)
+        assert bw is not None and set(bw.per_collective) == {"all_gather", "reduce_scatter"}
+        ag, rs = bw.per_collective["all_gather"], bw.per_collective["reduce_scatter"]
+        assert rs < ag / 3 and bw.intra_node == {}
+        plain = fsdp_step(shape_of(preset("8b")), world=16, ranks_per_node=8)
+        assert step_seconds(plain, bw.of) == pytest.approx(
+            sum(t.bus_bytes for t in plain if t.collective == "all_gather") / (ag * 1e9)
+            + sum(t.bus_bytes for t in plain if t.collective == "reduce_scatter") / (rs * 1e9))
+        assert step_seconds(plain, bw.of) > 2 * step_seconds(plain, ag)
+
+        store.add(sweep(1, 1.0))  # one node: NVLink, reduce_scatter at its full figure
+        bw = busbw_for(fsdp, store)
+        assert bw is not None and bw.intra_node["reduce_scatter"] > 3 * rs
+        hsdp = fsdp_step(shape_of(preset("8b")), world=16, ranks_per_node=8, hsdp=True)
+        shard_rs = next(t for t in hsdp if t.collective == "reduce_scatter")
+        replica = hsdp[-1]
+        assert bw.of(shard_rs) == bw.intra_node["reduce_scatter"]
+        assert bw.of(replica) == ag  # no stored all_reduce: the first figure it has

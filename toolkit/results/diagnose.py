@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.fsdp.config import ModelArgs
 from benchmarks.fsdp.stragglers import compute_straggler
-from benchmarks.modelmath import Transfer, fsdp_step, shape_of
+from benchmarks.modelmath import INTRA_NODE, Transfer, fsdp_step, shape_of, step_seconds
 
 BOTTLENECKS = ("compute", "interconnect", "straggler", "storage", "overhead",
                "twin-shared-cpu")
@@ -66,10 +66,20 @@ class NotDiagnosable(ValueError):
 
 @dataclass(frozen=True)
 class Busbw:
-    """A bus bandwidth to predict communication time with, and where it came from."""
+    """The bus bandwidth to predict communication time with, and where it came from:
+    ``gb_per_s`` for every transfer, unless ``per_collective`` has the transfer's collective
+    (each collective at its own busbw), or the transfer stays in a node and ``intra_node``
+    has its collective (one node's figures, NVLink: HSDP's shard groups)."""
 
     gb_per_s: float
     source: str
+    per_collective: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
+    intra_node: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
+
+    def of(self, t: Transfer) -> float:
+        if t.link == INTRA_NODE and self.intra_node.get(t.collective):
+            return self.intra_node[t.collective]
+        return self.per_collective.get(t.collective) or self.gb_per_s
 
 
 def breakdown_of(rec: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +135,16 @@ def transfers_of(rec: dict[str, Any]) -> list[Transfer]:
                      param_bytes=2 if p.get("param_dtype") == "bfloat16" else 4)
 
 
+def _rates(transfers: list[Transfer], busbw: Busbw) -> str:
+    """The busbw each collective was charged at: "50 GB/s busbw", or per collective."""
+    rates = {(t.collective, t.link): busbw.of(t) for t in transfers if t.bus_bytes}
+    if len(set(rates.values())) <= 1:
+        return f"{busbw.gb_per_s if not rates else next(iter(rates.values())):.3g} GB/s busbw"
+    return "busbw " + ", ".join(
+        f"{c}{' (in a node)' if link == INTRA_NODE else ''} {gb:.3g} GB/s"
+        for (c, link), gb in rates.items())
+
+
 def _size(gb: float) -> str:
     return f"{gb:.3g} GB" if gb >= 1 else f"{gb * 1000:.3g} MB"
 
@@ -154,9 +174,9 @@ def diagnose(rec: dict[str, Any], busbw: Busbw | None = None) -> dict[str, Any]:
         evidence.append(f"exposed communication {_ms(exposed)}: at least {bus_gb / exposed:.3g}"
                         " GB/s busbw would have hidden it (if none overlapped)")
     if busbw is not None and bus_gb > 0:
-        predicted = bus_gb / busbw.gb_per_s
+        predicted = step_seconds(transfers, busbw.of)
         evidence.append(f"predicted communication {_ms(predicted)} per step at "
-                        f"{busbw.gb_per_s:.3g} GB/s busbw ({busbw.source})")
+                        f"{_rates(transfers, busbw)} ({busbw.source})")
     mfu = metrics.get("mfu")
     if isinstance(mfu, int | float):
         evidence.append(f"MFU {mfu:.1%} of the {metrics.get('peak_tflops')} TFLOP/s peak")

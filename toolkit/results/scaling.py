@@ -14,10 +14,12 @@ each the time of FSDP's traffic (:func:`benchmarks.modelmath.fsdp_step`) at a bu
 
 where strong scaling divides compute_1 by the growth in ranks (the global batch is split over
 more GPUs) and weak scaling keeps it. The bus bandwidth for N nodes comes from the newest stored
-nccl-tests or collectives record of the same cluster at N nodes (its best all_gather, else
-reduce_scatter, else all_reduce busbw), else the catalog's published figure for the instance
-type at N nodes (all_reduce: the only collective published; nccl-tests' busbw makes the
-collectives comparable), else the run's own link probe (median per-rank receive GB/s).
+nccl-tests or collectives record of the same cluster at N nodes (each of all_gather,
+reduce_scatter and all_reduce at its own best busbw, a collective it lacks at the first of
+those it has; groups inside a node, HSDP's shards, at a stored 1-node record's figures), else
+the catalog's published figure for the instance type at N nodes (all_reduce: the only
+collective published; nccl-tests' busbw makes the collectives comparable), else the run's own
+link probe (median per-rank receive GB/s).
 """
 
 from __future__ import annotations
@@ -37,28 +39,46 @@ GAP_FINDING = 0.25  # measured efficiency this far below the no-overlap predicti
 PREFERRED = ("all_gather", "reduce_scatter", "all_reduce")
 
 
+def _best_busbw(rec: dict[str, Any], store: ResultStore, nodes: int
+                ) -> tuple[dict[str, float], str] | None:
+    """The newest stored nccl-tests or collectives record of ``rec``'s cluster at ``nodes``
+    node(s) that has FSDP's collectives: the best busbw of each, and where it came from."""
+    key = group_key(rec)
+    for kind in BUSBW_KINDS:
+        for stored in store.list(kind=kind):
+            if group_key(stored) != key or (stored.get("cluster") or {}).get("nodes") != nodes:
+                continue
+            curves = busbw_curves(stored, comparable_only=True)
+            best = {name: max(p.busbw for p in curves[name]) for name in PREFERRED
+                    if curves.get(name)}
+            best = {name: gb for name, gb in best.items() if gb > 0}
+            if best:
+                return best, (f"stored {kind} record {stored['id'][:8]}: best "
+                              f"{'/'.join(best)} busbw at {nodes} node(s)")
+    return None
+
+
 def busbw_for(rec: dict[str, Any], store: ResultStore | None) -> Busbw | None:
-    """The bus bandwidth FSDP's collectives would see on ``rec``'s cluster and node count."""
+    """The bus bandwidth FSDP's collectives would see on ``rec``'s cluster and node count:
+    each collective at its own best busbw where a stored record has it, and groups inside a
+    node (HSDP's shards) at a stored one-node record's figures (NVLink)."""
     nodes = (rec.get("params") or {}).get("nodes") or 1
+    intra: dict[str, float] = {}
     if store is not None:
-        key = group_key(rec)
-        for kind in BUSBW_KINDS:
-            for stored in store.list(kind=kind):
-                if group_key(stored) != key or (stored.get("cluster") or {}).get("nodes") != nodes:
-                    continue
-                curves = busbw_curves(stored, comparable_only=True)
-                for name in PREFERRED:
-                    if curves.get(name):
-                        best = max(p.busbw for p in curves[name])
-                        if best > 0:
-                            return Busbw(best, f"stored {kind} record {stored['id'][:8]}: best "
-                                               f"{name} busbw at {nodes} node(s)")
+        if nodes > 1 and (one := _best_busbw(rec, store, 1)) is not None:
+            intra = one[0]
+        if (found := _best_busbw(rec, store, nodes)) is not None:
+            best, source = found
+            if intra:
+                source += "; groups inside a node at the stored 1-node figures"
+            return Busbw(next(iter(best.values())), source, per_collective=best,
+                         intra_node=intra)
     itype = (rec.get("cluster") or {}).get("instance_type")
     if itype:
         exp = catalog.busbw_expectation(itype, "all_reduce", nodes)
         if exp is not None:
             return Busbw(exp.gbps, f"catalog: {itype} all_reduce at {nodes} node(s), "
-                                   f"source {exp.source}")
+                                   f"source {exp.source}", intra_node=intra)
     links = [r.get("link_recv_gb_per_s") for r in
              ((rec.get("metrics") or {}).get("breakdown") or {}).get("per_rank") or []]
     figures = [x for x in links if isinstance(x, int | float) and x > 0]
@@ -89,9 +109,9 @@ def predict(base: dict[str, Any], rec: dict[str, Any], busbw: Busbw | None,
         return {"busbw_gb_per_s": None, "busbw_source": "none: no stored record, catalog "
                 "figure or link probe", "comm_s": None, "efficiency_no_overlap": None,
                 "efficiency_overlap": None}
-    comm = step_seconds(diagnose.transfers_of(rec), busbw.gb_per_s)
+    comm = step_seconds(diagnose.transfers_of(rec), busbw.of)
     base_transfers = diagnose.transfers_of(base)
-    base_comm = (step_seconds(base_transfers, (base_busbw or busbw).gb_per_s)
+    base_comm = (step_seconds(base_transfers, (base_busbw or busbw).of)
                  if any(t.bus_bytes for t in base_transfers) else 0.0)
     scale = p["world_size"] / p_base["world_size"] if strong else 1.0
     compute = mean["compute"] / scale
