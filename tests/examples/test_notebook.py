@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError
 
 from toolkit.local.twin import Twin
 from toolkit.results.store import ResultStore
@@ -17,12 +18,25 @@ pytestmark = pytest.mark.twin
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "submit_from_notebook.ipynb"
 
 
+def _twin_view(twin, jobs: Path) -> str:
+    """slurmctld's view of the jobs and nodes, and the end of every job log under ``jobs``."""
+    out = [twin.cmd("squeue", "-h", "-o", "%i %j %T %r %N", check=False).stdout,
+           twin.cmd("sinfo", "-h", "-N", "-o", "%N %T %E", check=False).stdout]
+    for log in sorted(jobs.rglob("*.out")) + sorted(jobs.rglob("*.err")):
+        lines = log.read_text(errors="replace").splitlines()[-8:]
+        out.append(f"--- {log.relative_to(jobs)}\n" + "\n".join(lines))
+    return "\n".join(out)
+
+
 def test_notebook_submits_watches_and_gathers(twin, tmp_path, monkeypatch):
     monkeypatch.setenv("PCTK_NOTEBOOK_JOBS", str(tmp_path / "jobs"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
+    try:
+        client.execute()
+    except CellTimeoutError as exc:  # say where it waited: the jobs, the nodes, the logs' ends
+        raise AssertionError(f"{exc}\n{_twin_view(twin, tmp_path / 'jobs')}") from None
     outputs = "".join(
         o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
         for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
