@@ -372,9 +372,8 @@ def test_four_nodes_judge_a_retest_against_the_fast_retest_beside_it():
 
 
 def test_named_nodes_without_a_partition_sweep_in_the_one_they_share() -> None:
-    """Pair jobs name a partition: without one Slurm takes its default partition, which
-    refused every pair of `--nodes cpu-dy-c5-[1-4]` ("Requested nodes not in this
-    partition") and left all four UNRESOLVED."""
+    """Pair jobs name a partition that holds both nodes: without one Slurm takes its default
+    partition, which refuses nodes of another ("Requested nodes not in this partition")."""
     def node(name: str, *parts: str) -> SlurmNode:
         return SlurmNode(name, parts, "idle", "", (), "")
 

@@ -26,7 +26,7 @@ from toolkit.results.ingest import Ingested, store_finished_run
 from toolkit.submit.cluster import use_running_twin
 from toolkit.submit.longrun import long_run
 
-DEFAULT_OPS = "all_reduce,all_gather,reduce_scatter,all_to_all,broadcast"
+DEFAULT_OPS = sweep.SweepJob.ops  # the sweep's default collectives
 
 
 @dataclass(frozen=True)
